@@ -1,0 +1,403 @@
+"""The local AWS world Handover's tests and drills run against.
+
+One process, two listeners on 127.0.0.1:
+
+* moto in server mode (a real AWS wire-protocol emulator) on a private port,
+  with Step Functions execution enabled, and one behaviour patched to match
+  AWS (see ``patch_promote_read_replica``);
+* the *router* on the public port. Everything goes through it:
+  - ``POST /2015-03-31/functions/<name>/invocations`` goes to
+    ``cargo lambda watch`` (moto's Step Functions interpreter invokes Lambda at
+    ``http://localhost:$MOTO_PORT``, and MOTO_PORT is the router's port). A
+    handler error, which cargo lambda answers with HTTP 500, is translated to
+    what real Lambda answers: 200 with ``X-Amz-Function-Error: Unhandled``;
+  - Route 53 behaviour moto does not have: GetHealthCheckStatus answers from
+    statuses the test or drill sets (moto always says healthy), and
+    TestDNSAnswer resolves the failover records moto holds with those statuses;
+  - injected faults per service and Region (timeouts, 5xx) so tests can make
+    "P's database API is unreachable" true;
+  - everything else goes to moto unchanged.
+
+Control endpoints (JSON): ``POST /_handover/faults``, ``POST /_handover/health``,
+``GET /_handover/calls`` (a log of AWS actions seen, for exact-call assertions),
+``POST /_handover/reset``.
+
+Usage: ``python handover_emulator.py --ready-file PATH [--lambda-upstream URL]``.
+It writes ``{"endpoint": ..., "moto": ...}`` to PATH when both listeners are up
+and serves until SIGTERM/SIGINT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import re
+import signal
+import socket
+import sys
+import threading
+import time
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from xml.sax.saxutils import escape
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def patch_promote_read_replica() -> None:
+    """Make moto's PromoteReadReplica behave like RDS.
+
+    AWS: after PromoteReadReplica completes, the instance is a standalone DB
+    instance; DescribeDBInstances no longer returns
+    ReadReplicaSourceDBInstanceIdentifier, and the source no longer lists it in
+    ReadReplicaDBInstanceIdentifiers (RDS User Guide, "Promoting a read replica
+    to be a standalone DB instance"). moto 5.2.5 only flips an internal flag and
+    keeps both links, so Handover's real check ("available and no replication
+    source") would never pass. This patch removes the links; production logic
+    is unchanged.
+    """
+    from moto.rds import models
+
+    original = models.RDSBackend.promote_read_replica
+
+    def promote_read_replica(self, db_kwargs):  # type: ignore[no-untyped-def]
+        database = self.databases[db_kwargs["db_instance_identifier"]]
+        source_id = getattr(database, "source_db_instance_identifier", None)
+        was_replica = database.is_replica
+        result = original(self, db_kwargs)
+        if was_replica and source_id:
+            try:
+                source = self.find_db_from_id(source_id)
+                for ref in (database.db_instance_arn, database.db_instance_identifier):
+                    if ref in source.replicas:
+                        source.replicas.remove(ref)
+            except Exception:  # the source may be gone (P's Region lost)
+                pass
+            database.source_db_instance_identifier = None
+        return result
+
+    models.RDSBackend.promote_read_replica = promote_read_replica
+
+
+class World:
+    """Mutable state of the router: faults, health statuses, call log."""
+
+    def __init__(self, moto_port: int, lambda_upstream: str | None) -> None:
+        self.moto_port = moto_port
+        self.lambda_upstream = lambda_upstream
+        self.lock = threading.Lock()
+        self.faults: dict[str, dict] = {}  # "service:region" -> {"mode": "timeout"|"error", "seconds": n}
+        self.health: dict[str, bool] = {}  # health check id -> healthy?
+        self.calls: list[dict] = []
+
+    def reset(self) -> None:
+        with self.lock:
+            self.faults.clear()
+            self.health.clear()
+            self.calls.clear()
+
+
+SCOPE = re.compile(r"Credential=[^/]+/\d{8}/([^/]+)/([^/]+)/aws4_request")
+
+
+def service_region(headers) -> tuple[str, str]:
+    m = SCOPE.search(headers.get("Authorization", ""))
+    return (m.group(2), m.group(1)) if m else ("", "")
+
+
+def action_of(headers, path: str, body: bytes) -> str:
+    target = headers.get("X-Amz-Target")
+    if target:
+        return target.split(".")[-1]
+    ctype = headers.get("Content-Type", "")
+    if "x-www-form-urlencoded" in ctype and body:
+        q = urllib.parse.parse_qs(body.decode("utf-8", "replace"))
+        if "Action" in q:
+            return q["Action"][0]
+    return path.split("?")[0]
+
+
+def make_handler(world: World):
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, fmt, *args):  # quiet: tests read the call log instead
+            pass
+
+        def _body(self) -> bytes:
+            n = int(self.headers.get("Content-Length") or 0)
+            return self.rfile.read(n) if n else b""
+
+        def _send(self, status: int, body: bytes, headers: dict | None = None) -> None:
+            self.send_response(status)
+            for k, v in (headers or {}).items():
+                self.send_header(k, v)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def _json(self, status: int, value) -> None:
+            self._send(status, json.dumps(value).encode(), {"Content-Type": "application/json"})
+
+        def do_GET(self):
+            self._dispatch("GET")
+
+        def do_POST(self):
+            self._dispatch("POST")
+
+        def do_PUT(self):
+            self._dispatch("PUT")
+
+        def do_DELETE(self):
+            self._dispatch("DELETE")
+
+        def do_HEAD(self):
+            self._dispatch("HEAD")
+
+        def _dispatch(self, method: str) -> None:
+            body = self._body()
+            path = self.path
+            if path.startswith("/_handover/"):
+                return self._control(method, path, body)
+            if method == "POST" and path.startswith("/2015-03-31/functions/") and path.endswith("/invocations"):
+                return self._invoke(path, body)
+            service, region = service_region(self.headers)
+            action = action_of(self.headers, path, body)
+            with world.lock:
+                world.calls.append({"service": service, "region": region, "action": action, "t": time.time()})
+                fault = world.faults.get(f"{service}:{region}") or world.faults.get(f"{service}:*")
+            if fault:
+                if fault.get("mode") == "timeout":
+                    time.sleep(float(fault.get("seconds", 30)))
+                    self.close_connection = True
+                    return
+                if fault.get("mode") == "error":
+                    return self._send(503, b'{"__type":"ServiceUnavailable","message":"injected fault"}',
+                                      {"Content-Type": "application/json"})
+            if service == "route53":
+                m = re.match(r"^/2013-04-01/healthcheck/([^/]+)/status$", path.split("?")[0])
+                if m and method == "GET":
+                    return self._health_status(m.group(1))
+                if path.startswith("/2013-04-01/testdnsanswer") and method == "GET":
+                    return self._test_dns_answer(path)
+            self._proxy(method, path, body)
+
+        # -- moto -------------------------------------------------------------
+        def _proxy(self, method: str, path: str, body: bytes) -> None:
+            conn = http.client.HTTPConnection("127.0.0.1", world.moto_port, timeout=120)
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in ("connection", "content-length")}
+            conn.request(method, path, body=body if body else None, headers=headers)
+            resp = conn.getresponse()
+            data = resp.read()
+            out = {k: v for k, v in resp.getheaders()
+                   if k.lower() not in ("transfer-encoding", "connection", "content-length")}
+            conn.close()
+            self._send(resp.status, data, out)
+
+        def _moto_json(self, method: str, path: str, headers: dict, body: bytes = b""):
+            conn = http.client.HTTPConnection("127.0.0.1", world.moto_port, timeout=30)
+            conn.request(method, path, body=body or None, headers=headers)
+            resp = conn.getresponse()
+            data = resp.read()
+            conn.close()
+            return resp.status, data
+
+        # -- Lambda -----------------------------------------------------------
+        def _invoke(self, path: str, body: bytes) -> None:
+            if not world.lambda_upstream:
+                return self._json(502, {"Type": "Service", "message": "no lambda upstream configured"})
+            name = urllib.parse.unquote(path[len("/2015-03-31/functions/"):-len("/invocations")])
+            name = name.split(":function:")[-1].split(":")[0]  # ARN or plain name -> binary name
+            up = urllib.parse.urlparse(world.lambda_upstream)
+            conn = http.client.HTTPConnection(up.hostname, up.port, timeout=900)
+            with world.lock:
+                world.calls.append({"service": "lambda", "region": "", "action": f"Invoke:{name}", "t": time.time()})
+            try:
+                conn.request("POST", f"/2015-03-31/functions/{name}/invocations", body=body,
+                             headers={"Content-Type": "application/json"})
+                resp = conn.getresponse()
+                data = resp.read()
+            except OSError as e:
+                return self._json(502, {"Type": "Service", "message": f"lambda upstream: {e}"})
+            finally:
+                conn.close()
+            headers = {"Content-Type": "application/json", "X-Amz-Executed-Version": "$LATEST"}
+            if resp.status >= 400:
+                # Real Lambda reports a function error as 200 + X-Amz-Function-Error.
+                headers["X-Amz-Function-Error"] = "Unhandled"
+                try:
+                    err = json.loads(data)
+                    data = json.dumps({"errorType": err.get("errorType", "Unknown"),
+                                       "errorMessage": err.get("errorMessage", "")}).encode()
+                except ValueError:
+                    data = json.dumps({"errorType": "Handover.Fatal",
+                                       "errorMessage": data.decode("utf-8", "replace")}).encode()
+            self._send(200, data, headers)
+
+        # -- Route 53 behaviour -----------------------------------------------
+        def _health_status(self, check_id: str) -> None:
+            with world.lock:
+                healthy = world.health.get(check_id)
+            if healthy is None:
+                return self._proxy("GET", self.path, b"")
+            status = "Success: HTTP Status Code 200, OK" if healthy else "Failure: Connection timed out"
+            observations = "".join(
+                f"<HealthCheckObservation><Region>{r}</Region><IPAddress>192.0.2.{i}</IPAddress>"
+                f"<StatusReport><Status>{escape(status)}</Status>"
+                f"<CheckedTime>{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}</CheckedTime>"
+                f"</StatusReport></HealthCheckObservation>"
+                for i, r in enumerate(["us-east-1", "us-west-1", "eu-west-1", "ap-southeast-1",
+                                       "ap-northeast-1", "sa-east-1", "us-west-2", "ap-southeast-2"], 1)
+            )
+            body = ('<?xml version="1.0" encoding="UTF-8"?>'
+                    '<GetHealthCheckStatusResponse xmlns="https://route53.amazonaws.com/doc/2013-04-01/">'
+                    f"<HealthCheckObservations>{observations}</HealthCheckObservations>"
+                    "</GetHealthCheckStatusResponse>")
+            self._send(200, body.encode(), {"Content-Type": "text/xml"})
+
+        def _test_dns_answer(self, path: str) -> None:
+            q = urllib.parse.parse_qs(urllib.parse.urlparse(path).query)
+            zone = q.get("hostedzoneid", [""])[0]
+            name = q.get("recordname", [""])[0].rstrip(".") + "."
+            rtype = q.get("recordtype", ["CNAME"])[0]
+            status, data = self._moto_json("GET", f"/2013-04-01/hostedzone/{zone}/rrset", dict(self.headers))
+            if status != 200:
+                return self._send(status, data, {"Content-Type": "text/xml"})
+            answers = resolve(data.decode(), name, rtype, world)
+            recs = "".join(f"<RecordDataEntry>{escape(a)}</RecordDataEntry>" for a in answers)
+            code = "NOERROR" if answers else "NXDOMAIN"
+            body = ('<?xml version="1.0" encoding="UTF-8"?>'
+                    '<TestDNSAnswerResponse xmlns="https://route53.amazonaws.com/doc/2013-04-01/">'
+                    "<Nameserver>ns-1.awsdns-00.org</Nameserver>"
+                    f"<RecordName>{escape(name)}</RecordName><RecordType>{rtype}</RecordType>"
+                    f"<RecordData>{recs}</RecordData><ResponseCode>{code}</ResponseCode>"
+                    "<Protocol>UDP</Protocol></TestDNSAnswerResponse>")
+            self._send(200, body.encode(), {"Content-Type": "text/xml"})
+
+        # -- control ----------------------------------------------------------
+        def _control(self, method: str, path: str, body: bytes) -> None:
+            doc = json.loads(body) if body else {}
+            if path == "/_handover/faults" and method == "POST":
+                with world.lock:
+                    for key, fault in doc.items():
+                        if fault is None:
+                            world.faults.pop(key, None)
+                        else:
+                            world.faults[key] = fault
+                return self._json(200, world.faults)
+            if path == "/_handover/health" and method == "POST":
+                with world.lock:
+                    for check, healthy in doc.items():
+                        if healthy is None:
+                            world.health.pop(check, None)
+                        else:
+                            world.health[check] = bool(healthy)
+                return self._json(200, world.health)
+            if path == "/_handover/calls" and method == "GET":
+                with world.lock:
+                    return self._json(200, list(world.calls))
+            if path == "/_handover/reset" and method == "POST":
+                world.reset()
+                return self._json(200, {})
+            self._json(404, {"message": f"unknown control {method} {path}"})
+
+    return Handler
+
+
+def resolve(rrset_xml: str, name: str, rtype: str, world: World) -> list[str]:
+    """Answer a query the way Route 53 does for simple and failover records."""
+    import xml.etree.ElementTree as ET
+
+    ns = {"r": "https://route53.amazonaws.com/doc/2013-04-01/"}
+    root = ET.fromstring(rrset_xml)
+    primary, secondary, simple = [], [], []
+    for rs in root.iter("{%s}ResourceRecordSet" % ns["r"]):
+        if (rs.findtext("r:Name", "", ns) or "").rstrip(".") + "." != name:
+            continue
+        if rs.findtext("r:Type", "", ns) != rtype:
+            continue
+        values = [v.text or "" for v in rs.iter("{%s}Value" % ns["r"])]
+        alias = rs.find("r:AliasTarget", ns)
+        if alias is not None:
+            values = [alias.findtext("r:DNSName", "", ns)]
+        check = rs.findtext("r:HealthCheckId", "", ns)
+        with world.lock:
+            healthy = world.health.get(check, True) if check else True
+        failover = rs.findtext("r:Failover", "", ns)
+        entry = (values, healthy)
+        if failover == "PRIMARY":
+            primary.append(entry)
+        elif failover == "SECONDARY":
+            secondary.append(entry)
+        else:
+            simple.append(entry)
+    if simple:
+        return simple[0][0]
+    for values, healthy in primary:
+        if healthy:
+            return values
+    for values, _ in secondary:
+        return values
+    # Route 53 answers with the primary when every record is unhealthy.
+    return primary[0][0] if primary else []
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ready-file", required=True)
+    parser.add_argument("--lambda-upstream", default=os.environ.get("HANDOVER_LAMBDA_UPSTREAM"))
+    parser.add_argument("--port", type=int, default=0, help="router port (0: a free one)")
+    args = parser.parse_args()
+
+    router_port = args.port or free_port()
+    moto_port = free_port()
+    # moto's Step Functions interpreter calls Lambda at localhost:$MOTO_PORT: the router.
+    os.environ["MOTO_PORT"] = str(router_port)
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "test")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "test")
+
+    import logging
+
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    patch_promote_read_replica()
+    from moto.server import ThreadedMotoServer
+
+    moto = ThreadedMotoServer(ip_address="127.0.0.1", port=moto_port, verbose=False)
+    moto.start()
+    conn = http.client.HTTPConnection("127.0.0.1", moto_port, timeout=10)
+    conn.request("POST", "/moto-api/config", body=json.dumps({"stepfunctions": {"execute_state_machine": True}}),
+                 headers={"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    resp.read()
+    if resp.status >= 300:
+        print(f"moto config failed: {resp.status}", file=sys.stderr)
+        return 1
+
+    world = World(moto_port, args.lambda_upstream)
+    server = ThreadingHTTPServer(("127.0.0.1", router_port), make_handler(world))
+    server.daemon_threads = True
+
+    def stop(*_):
+        threading.Thread(target=server.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    ready = {"endpoint": f"http://127.0.0.1:{router_port}", "moto": f"http://127.0.0.1:{moto_port}",
+             "pid": os.getpid()}
+    tmp = args.ready_file + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(ready, f)
+    os.replace(tmp, args.ready_file)
+    server.serve_forever()
+    moto.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

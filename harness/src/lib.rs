@@ -1,0 +1,104 @@
+//! Test support shared by Handover's integration tests.
+//!
+//! Integration tests run against the local AWS world that
+//! `scripts/with-emulator.sh` starts (moto behind the Handover router). They
+//! find it through `HANDOVER_TEST_AWS_ENDPOINT`. Without it they fail with a
+//! message saying how to run them: an emulator test never passes by skipping.
+
+use handover::aws::Aws;
+use handover::store::{Store, create_table};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+pub mod logs;
+
+/// The Region tests use for the Handover table (Region S in the plans).
+pub const TEST_REGION: &str = "ap-northeast-1";
+
+/// The emulator endpoint. Panics (the test fails) when it is not set.
+pub fn endpoint() -> String {
+    match std::env::var("HANDOVER_TEST_AWS_ENDPOINT") {
+        Ok(e) if !e.is_empty() => e,
+        _ => panic!(
+            "HANDOVER_TEST_AWS_ENDPOINT is not set: this test needs the moto emulator. \
+             Run it through `make test` (or scripts/with-emulator.sh cargo test ...). \
+             It does not skip{}.",
+            if std::env::var("CI").as_deref() == Ok("true") {
+                " under CI=true"
+            } else {
+                ""
+            }
+        ),
+    }
+}
+
+/// A name unique to this process and call, for tables, buckets and executions.
+pub fn unique(prefix: &str) -> String {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!("{prefix}-{}-{n}-{nanos:x}", std::process::id())
+}
+
+/// SDK clients pointed at the emulator.
+pub fn aws() -> Aws {
+    let endpoint = endpoint();
+    // The SDK reads these; with-emulator.sh exports them, set them for direct runs too.
+    // SAFETY: tests set the same values; no other thread reads them differently.
+    unsafe {
+        std::env::set_var("AWS_ENDPOINT_URL", &endpoint);
+        if std::env::var("AWS_ACCESS_KEY_ID").is_err() {
+            std::env::set_var("AWS_ACCESS_KEY_ID", "test");
+            std::env::set_var("AWS_SECRET_ACCESS_KEY", "test");
+        }
+    }
+    Aws::new()
+}
+
+/// A fresh Handover table in the emulator, and a store on it.
+pub async fn fresh_store(aws: &Aws) -> Store {
+    let client = aws.dynamodb(TEST_REGION).await;
+    let table = unique("handover");
+    create_table(&client, &table)
+        .await
+        .expect("create table in moto");
+    Store::new(client, table)
+}
+
+/// POST a JSON control document to the router (faults, health statuses).
+pub async fn control(path: &str, body: serde_json::Value) -> serde_json::Value {
+    let url = format!("{}/_handover/{path}", endpoint());
+    reqwest::Client::new()
+        .post(url)
+        .json(&body)
+        .send()
+        .await
+        .expect("router control call")
+        .json()
+        .await
+        .expect("router control answer")
+}
+
+/// The AWS calls the router has seen: (service, region, action).
+pub async fn calls() -> Vec<(String, String, String)> {
+    let url = format!("{}/_handover/calls", endpoint());
+    let v: serde_json::Value = reqwest::get(url)
+        .await
+        .expect("router calls")
+        .json()
+        .await
+        .expect("json");
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            (
+                c["service"].as_str().unwrap_or_default().to_owned(),
+                c["region"].as_str().unwrap_or_default().to_owned(),
+                c["action"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}

@@ -1,0 +1,114 @@
+//! The one place SDK clients are built.
+//!
+//! Configuration comes from the environment as the AWS SDK reads it: the
+//! Lambda role's credentials in AWS, and `AWS_ENDPOINT_URL` (or the
+//! per-service `AWS_ENDPOINT_URL_<SERVICE>`) for an emulator. There is no
+//! local-mode branch: an emulator is just another endpoint.
+
+use aws_config::{BehaviorVersion, Region, SdkConfig};
+pub use aws_smithy_runtime_api::client::result::SdkError;
+use std::collections::BTreeMap;
+use std::time::Duration;
+use tokio::sync::Mutex;
+
+/// The Region whose API answers for Route 53 health-check metrics and alarms.
+pub const GLOBAL_METRICS_REGION: &str = "us-east-1";
+
+/// Loads one [`SdkConfig`] per Region, once, and hands out clients.
+///
+/// Handover talks to two Regions (and us-east-1 for Route 53 metrics), so
+/// clients are per Region. Build this once at cold start, outside the handler.
+#[derive(Debug, Default)]
+pub struct Aws {
+    configs: Mutex<BTreeMap<String, SdkConfig>>,
+}
+
+impl Aws {
+    /// An empty cache; configs load on first use.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The shared SDK config for `region`, with bounded timeouts.
+    pub async fn config(&self, region: &str) -> SdkConfig {
+        let mut configs = self.configs.lock().await;
+        if let Some(c) = configs.get(region) {
+            return c.clone();
+        }
+        let config = aws_config::defaults(BehaviorVersion::latest())
+            .region(Region::new(region.to_owned()))
+            .timeout_config(
+                aws_config::timeout::TimeoutConfig::builder()
+                    .connect_timeout(Duration::from_secs(3))
+                    .operation_attempt_timeout(Duration::from_secs(10))
+                    .build(),
+            )
+            .load()
+            .await;
+        configs.insert(region.to_owned(), config.clone());
+        config
+    }
+
+    /// DynamoDB in `region`.
+    pub async fn dynamodb(&self, region: &str) -> aws_sdk_dynamodb::Client {
+        aws_sdk_dynamodb::Client::new(&self.config(region).await)
+    }
+    /// Step Functions in `region`.
+    pub async fn sfn(&self, region: &str) -> aws_sdk_sfn::Client {
+        aws_sdk_sfn::Client::new(&self.config(region).await)
+    }
+    /// RDS in `region`.
+    pub async fn rds(&self, region: &str) -> aws_sdk_rds::Client {
+        aws_sdk_rds::Client::new(&self.config(region).await)
+    }
+    /// Route 53 (a global service; its control plane is in us-east-1).
+    pub async fn route53(&self) -> aws_sdk_route53::Client {
+        aws_sdk_route53::Client::new(&self.config(GLOBAL_METRICS_REGION).await)
+    }
+    /// CloudWatch in `region`.
+    pub async fn cloudwatch(&self, region: &str) -> aws_sdk_cloudwatch::Client {
+        aws_sdk_cloudwatch::Client::new(&self.config(region).await)
+    }
+    /// SSM Parameter Store in `region`.
+    pub async fn ssm(&self, region: &str) -> aws_sdk_ssm::Client {
+        aws_sdk_ssm::Client::new(&self.config(region).await)
+    }
+    /// Secrets Manager in `region`.
+    pub async fn secrets(&self, region: &str) -> aws_sdk_secretsmanager::Client {
+        aws_sdk_secretsmanager::Client::new(&self.config(region).await)
+    }
+    /// S3 in `region`, path-style (works with every endpoint, emulators included).
+    pub async fn s3(&self, region: &str) -> aws_sdk_s3::Client {
+        let conf = aws_sdk_s3::config::Builder::from(&self.config(region).await)
+            .force_path_style(true)
+            .build();
+        aws_sdk_s3::Client::from_conf(conf)
+    }
+}
+
+/// Was this SDK error a throttle, timeout or server fault (worth retrying)?
+pub fn is_transient<E, R>(err: &SdkError<E, R>) -> bool
+where
+    E: aws_smithy_types::error::metadata::ProvideErrorMetadata,
+{
+    match err {
+        SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => {
+            true
+        }
+        SdkError::ServiceError(se) => matches!(
+            se.err().code(),
+            Some(
+                "ThrottlingException"
+                    | "Throttling"
+                    | "ProvisionedThroughputExceededException"
+                    | "RequestLimitExceeded"
+                    | "InternalServerError"
+                    | "InternalFailure"
+                    | "ServiceUnavailable"
+                    | "TooManyRequestsException"
+                    | "PriorRequestNotComplete"
+            )
+        ),
+        _ => false,
+    }
+}

@@ -1,0 +1,803 @@
+//! The failover plan: one JSON document, validated into typed values.
+//!
+//! The plan lives in SSM Parameter Store (or a file for drills and tests).
+//! `detect` snapshots it into the execution input so every step and the
+//! report see the exact plan that ran. Any missing or invalid field fails with
+//! one [`PlanError`] that names its path, e.g.
+//! `plan.regions.standby.db_instance_id: missing`.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::fmt;
+
+/// A validated plan.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Plan {
+    /// Free-form version of this document; it goes into every report.
+    pub version: String,
+    /// Name of the protected service, used in messages and resource names.
+    pub service: String,
+    /// Region P (primary) and Region S (standby).
+    pub regions: Regions,
+    /// The database kind and its failover settings.
+    pub database: Database,
+    /// Public name, writer endpoint and how traffic moves.
+    pub dns: Dns,
+    /// How `verify` proves that writes work.
+    pub canary: Canary,
+    /// Where approvals are asked and who may give them.
+    pub slack: Slack,
+    /// RTO and RPO targets.
+    #[serde(default)]
+    pub targets: Targets,
+    /// Signals and thresholds for `detect`.
+    #[serde(default)]
+    pub detection: Detection,
+    /// Waits, polls, deadlines, lease and cooldown.
+    #[serde(default)]
+    pub timings: Timings,
+    /// What to do when the old primary cannot be fenced.
+    #[serde(default)]
+    pub fence: FencePolicy,
+    /// Where reports go.
+    pub report: ReportTarget,
+    /// Optional AI explanation (advisory text only).
+    #[serde(default)]
+    pub explain: Option<Explain>,
+    /// Resources in S that must not depend on P (audited after failover).
+    #[serde(default)]
+    pub dependencies: Vec<Dependency>,
+}
+
+/// The two sides.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Regions {
+    /// Region P: app plus database primary.
+    pub primary: Site,
+    /// Region S: scaled-down app plus cross-Region replica.
+    pub standby: Site,
+}
+
+/// One Region's resources.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Site {
+    /// AWS Region code, e.g. `ap-northeast-2`.
+    pub region: String,
+    /// The RDS instance (or Aurora cluster member) in this Region.
+    pub db_instance_id: String,
+    /// This Region's own app endpoint (never the failover name), probed by `detect`.
+    pub endpoint: String,
+    /// This Region's own Route 53 health check.
+    pub health_check_id: String,
+    /// Security group that denies all traffic, attached when this site is fenced.
+    pub fence_security_group_id: String,
+    /// ALB target groups whose healthy-host counts `diagnose` reads.
+    #[serde(default)]
+    pub target_group_arns: Vec<String>,
+    /// Secret holding this Region's DB credentials (JSON with username/password).
+    #[serde(default)]
+    pub db_secret_arn: Option<String>,
+    /// ARC routing control for this Region (switch mode `routing_control`).
+    #[serde(default)]
+    pub routing_control_arn: Option<String>,
+}
+
+/// Which database technology is failed over.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Database {
+    /// RDS instance with a cross-Region read replica, or an Aurora global cluster.
+    pub kind: DatabaseKind,
+    /// Aurora global cluster identifier (kind `aurora_global`).
+    #[serde(default)]
+    pub global_cluster_id: Option<String>,
+    /// ARN of the Aurora cluster in S (kind `aurora_global`).
+    #[serde(default)]
+    pub standby_cluster_arn: Option<String>,
+    /// Backup retention set on the promoted instance, in days (1..=35).
+    #[serde(default = "default_backup_retention")]
+    pub backup_retention_days: i32,
+}
+
+/// Database kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DatabaseKind {
+    /// RDS instance plus cross-Region read replica: PromoteReadReplica.
+    RdsInstance,
+    /// Aurora global database: FailoverGlobalCluster / SwitchoverGlobalCluster.
+    AuroraGlobal,
+}
+
+/// Names and the switch mechanism.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Dns {
+    /// Public hosted zone of the failover name.
+    pub hosted_zone_id: String,
+    /// The public (failover) name clients use, e.g. `app.example.com`.
+    pub record_name: String,
+    /// How traffic moves to S.
+    pub switch_mode: SwitchMode,
+    /// The target the public name must answer with once S serves (for `verify`).
+    pub standby_target: String,
+    /// Health path on the public name for the read check.
+    #[serde(default = "default_health_path")]
+    pub health_path: String,
+    /// Where the app finds its writer.
+    pub writer: WriterEndpoint,
+}
+
+/// Traffic switch mechanisms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SwitchMode {
+    /// Route 53 failover records exist; make sure P's check fails.
+    HealthCheckFailover,
+    /// UPSERT the public record to S's target.
+    RecordUpsert,
+    /// Route 53 ARC routing controls (data plane).
+    RoutingControl,
+}
+
+/// Writer endpoint repointing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum WriterEndpoint {
+    /// A private CNAME, e.g. `writer.internal.example.com`.
+    Cname {
+        /// Private hosted zone.
+        hosted_zone_id: String,
+        /// Record name.
+        name: String,
+        /// Target in S (the promoted DB's endpoint).
+        standby_target: String,
+    },
+    /// An SSM parameter the app reads.
+    SsmParameter {
+        /// Parameter name.
+        name: String,
+        /// Value for S.
+        standby_value: String,
+    },
+}
+
+/// The write canary.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Canary {
+    /// SQL INSERT on the promoted database.
+    Postgres {
+        /// Host of S's database (after promotion, its writer).
+        host: String,
+        /// Port.
+        #[serde(default = "default_pg_port")]
+        port: u16,
+        /// Database name.
+        database: String,
+        /// Secret with `username` and `password`.
+        secret_arn: String,
+        /// Canary table, created if missing.
+        #[serde(default = "default_canary_table")]
+        table: String,
+        /// Require TLS (on in AWS; off for a local PostgreSQL).
+        #[serde(default = "default_true")]
+        require_tls: bool,
+    },
+    /// HTTP POST to an app endpoint that performs a write.
+    Http {
+        /// URL of the write endpoint.
+        url: String,
+    },
+}
+
+/// Slack settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Slack {
+    /// Channel id for approvals and summaries.
+    pub channel: String,
+    /// Users who may approve or reject.
+    pub approvers: Vec<Approver>,
+    /// If set, clicks must come from this workspace.
+    #[serde(default)]
+    pub team_id: Option<String>,
+    /// Secrets Manager ARN of the bot token.
+    pub bot_token_secret_arn: String,
+    /// Secrets Manager ARN of the signing secret.
+    pub signing_secret_arn: String,
+}
+
+/// One allow-listed approver.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Approver {
+    /// Slack user id, e.g. `U024BE7LH`.
+    pub user_id: String,
+    /// Display name for messages and the report.
+    pub name: String,
+}
+
+/// Targets the report measures against.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Targets {
+    /// Recovery time objective, seconds.
+    #[serde(default = "default_rto")]
+    pub rto_s: u64,
+    /// Recovery point objective, seconds.
+    #[serde(default = "default_rpo")]
+    pub rpo_s: u64,
+}
+
+impl Default for Targets {
+    fn default() -> Self {
+        Self {
+            rto_s: default_rto(),
+            rpo_s: default_rpo(),
+        }
+    }
+}
+
+/// Detection settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Detection {
+    /// Consecutive failing ticks before a failover starts (K).
+    #[serde(default = "default_k")]
+    pub failures_to_trigger: u32,
+    /// How the signals combine into one verdict.
+    #[serde(default)]
+    pub rule: DetectionRule,
+    /// Timeout of the HTTPS probe, milliseconds.
+    #[serde(default = "default_probe_timeout")]
+    pub probe_timeout_ms: u64,
+    /// The health check counts as failing below this share of healthy checkers.
+    #[serde(default = "default_healthy_share")]
+    pub healthy_share_below: f64,
+    /// Optional CloudWatch alarm (in us-east-1 for Route 53 metrics).
+    #[serde(default)]
+    pub alarm: Option<AlarmSignal>,
+}
+
+impl Default for Detection {
+    fn default() -> Self {
+        Self {
+            failures_to_trigger: default_k(),
+            rule: DetectionRule::default(),
+            probe_timeout_ms: default_probe_timeout(),
+            healthy_share_below: default_healthy_share(),
+            alarm: None,
+        }
+    }
+}
+
+/// Rules over the signals.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DetectionRule {
+    /// Endpoint down AND health check below the share (the alarm, if any, also in alarm).
+    #[default]
+    AllFailing,
+    /// At least two of the configured signals failing.
+    Majority,
+}
+
+/// A CloudWatch alarm used as a signal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlarmSignal {
+    /// Alarm name.
+    pub name: String,
+    /// Region of the alarm; Route 53 health-check alarms live in us-east-1.
+    #[serde(default = "default_alarm_region")]
+    pub region: String,
+}
+
+/// Timings. Defaults suit production; drills shrink them.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Timings {
+    /// How long a person has to decide, seconds.
+    #[serde(default = "default_approval_timeout")]
+    pub approval_timeout_s: u64,
+    /// Wait between promotion status polls, seconds.
+    #[serde(default = "default_poll")]
+    pub promotion_poll_s: u64,
+    /// Polls before promotion counts as stuck.
+    #[serde(default = "default_max_polls")]
+    pub promotion_max_polls: u32,
+    /// Deadline for verify's checks, seconds.
+    #[serde(default = "default_verify_deadline")]
+    pub verify_deadline_s: u64,
+    /// Lease of the failover lock, seconds.
+    #[serde(default = "default_lease")]
+    pub lock_lease_s: u64,
+    /// Quiet period after a run before another may start, seconds.
+    #[serde(default = "default_cooldown")]
+    pub cooldown_s: u64,
+    /// Budget for one diagnose snapshot call, milliseconds.
+    #[serde(default = "default_call_budget")]
+    pub call_timeout_ms: u64,
+}
+
+impl Default for Timings {
+    fn default() -> Self {
+        Self {
+            approval_timeout_s: default_approval_timeout(),
+            promotion_poll_s: default_poll(),
+            promotion_max_polls: default_max_polls(),
+            verify_deadline_s: default_verify_deadline(),
+            lock_lease_s: default_lease(),
+            cooldown_s: default_cooldown(),
+            call_timeout_ms: default_call_budget(),
+        }
+    }
+}
+
+/// Fence policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FencePolicy {
+    /// May the run go on when the fence could not be confirmed?
+    #[serde(default)]
+    pub on_unconfirmed: OnUnconfirmed,
+    /// Bound on the fence's RDS calls, milliseconds.
+    #[serde(default = "default_call_budget")]
+    pub timeout_ms: u64,
+}
+
+impl Default for FencePolicy {
+    fn default() -> Self {
+        Self {
+            on_unconfirmed: OnUnconfirmed::default(),
+            timeout_ms: default_call_budget(),
+        }
+    }
+}
+
+/// What an unconfirmed fence means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnUnconfirmed {
+    /// Stop: a person must fence P by hand.
+    #[default]
+    Stop,
+    /// Go on: P's whole Region is assumed unreachable to its clients too.
+    Proceed,
+}
+
+/// Report destination.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReportTarget {
+    /// S3 bucket (in S) for reports.
+    pub bucket: String,
+    /// Key prefix; reports go to `<prefix><incident>/`.
+    #[serde(default = "default_report_prefix")]
+    pub prefix: String,
+}
+
+/// Optional Bedrock explanation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Explain {
+    /// Bedrock model id.
+    pub model_id: String,
+    /// Time budget, milliseconds.
+    #[serde(default = "default_call_budget")]
+    pub timeout_ms: u64,
+}
+
+/// A resource in S whose configuration must not reference P.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Dependency {
+    /// An SSM parameter in S.
+    SsmParameter {
+        /// Parameter name.
+        name: String,
+    },
+    /// A literal configuration value declared in the plan (image URI, env var).
+    Value {
+        /// What it is.
+        name: String,
+        /// Its value.
+        value: String,
+    },
+}
+
+fn default_backup_retention() -> i32 {
+    7
+}
+fn default_health_path() -> String {
+    "/health".into()
+}
+fn default_pg_port() -> u16 {
+    5432
+}
+fn default_canary_table() -> String {
+    "handover_canary".into()
+}
+fn default_true() -> bool {
+    true
+}
+fn default_rto() -> u64 {
+    15 * 60
+}
+fn default_rpo() -> u64 {
+    60
+}
+fn default_k() -> u32 {
+    3
+}
+fn default_probe_timeout() -> u64 {
+    3_000
+}
+fn default_healthy_share() -> f64 {
+    0.5
+}
+fn default_alarm_region() -> String {
+    "us-east-1".into()
+}
+fn default_approval_timeout() -> u64 {
+    15 * 60
+}
+fn default_poll() -> u64 {
+    30
+}
+fn default_max_polls() -> u32 {
+    60
+}
+fn default_verify_deadline() -> u64 {
+    300
+}
+fn default_lease() -> u64 {
+    2 * 60 * 60
+}
+fn default_cooldown() -> u64 {
+    30 * 60
+}
+fn default_call_budget() -> u64 {
+    5_000
+}
+fn default_report_prefix() -> String {
+    "reports/".into()
+}
+
+/// One problem with a plan, with the path of the field that has it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{path}: {problem}")]
+pub struct PlanError {
+    /// `plan.regions.standby.db_instance_id`.
+    pub path: String,
+    /// `missing`, `must be at least 1`, …
+    pub problem: String,
+}
+
+impl crate::error::Classify for PlanError {
+    fn error_name(&self) -> crate::error::ErrorName {
+        crate::error::ErrorName::InvalidInput
+    }
+}
+
+impl Plan {
+    /// Parse and validate a plan document. `//` line comments are allowed.
+    pub fn from_json(text: &str) -> Result<Plan, PlanError> {
+        let text = strip_comments(text);
+        let de = &mut serde_json::Deserializer::from_str(&text);
+        let plan: Plan = serde_path_to_error::deserialize(de).map_err(shape_error)?;
+        plan.validate()?;
+        Ok(plan)
+    }
+
+    /// Validate a plan that is already a JSON value (the snapshot in an execution input).
+    pub fn from_value(value: serde_json::Value) -> Result<Plan, PlanError> {
+        let plan: Plan = serde_path_to_error::deserialize(value).map_err(shape_error)?;
+        plan.validate()?;
+        Ok(plan)
+    }
+
+    /// Rules serde cannot express. The first broken rule is returned.
+    pub fn validate(&self) -> Result<(), PlanError> {
+        let bad = |path: &str, problem: &str| {
+            Err(PlanError {
+                path: format!("plan.{path}"),
+                problem: problem.into(),
+            })
+        };
+        non_empty(&self.version, "version")?;
+        non_empty(&self.service, "service")?;
+        for (name, site) in [
+            ("primary", &self.regions.primary),
+            ("standby", &self.regions.standby),
+        ] {
+            let at = |f: &str| format!("regions.{name}.{f}");
+            non_empty(&site.region, &at("region"))?;
+            if !looks_like_region(&site.region) {
+                return bad(
+                    &at("region"),
+                    "not an AWS Region code (like ap-northeast-2)",
+                );
+            }
+            non_empty(&site.db_instance_id, &at("db_instance_id"))?;
+            url(&site.endpoint, &at("endpoint"))?;
+            non_empty(&site.health_check_id, &at("health_check_id"))?;
+            non_empty(
+                &site.fence_security_group_id,
+                &at("fence_security_group_id"),
+            )?;
+        }
+        if self.regions.primary.region == self.regions.standby.region {
+            return bad(
+                "regions.standby.region",
+                "must differ from regions.primary.region",
+            );
+        }
+        if self.database.kind == DatabaseKind::AuroraGlobal {
+            if self
+                .database
+                .global_cluster_id
+                .as_deref()
+                .is_none_or(str::is_empty)
+            {
+                return bad(
+                    "database.global_cluster_id",
+                    "missing (required for kind aurora_global)",
+                );
+            }
+            if self
+                .database
+                .standby_cluster_arn
+                .as_deref()
+                .is_none_or(str::is_empty)
+            {
+                return bad(
+                    "database.standby_cluster_arn",
+                    "missing (required for kind aurora_global)",
+                );
+            }
+        }
+        if !(1..=35).contains(&self.database.backup_retention_days) {
+            return bad("database.backup_retention_days", "must be between 1 and 35");
+        }
+        non_empty(&self.dns.hosted_zone_id, "dns.hosted_zone_id")?;
+        non_empty(&self.dns.record_name, "dns.record_name")?;
+        non_empty(&self.dns.standby_target, "dns.standby_target")?;
+        if !self.dns.health_path.starts_with('/') {
+            return bad("dns.health_path", "must start with /");
+        }
+        if self.dns.switch_mode == SwitchMode::RoutingControl {
+            for (name, site) in [
+                ("primary", &self.regions.primary),
+                ("standby", &self.regions.standby),
+            ] {
+                if site
+                    .routing_control_arn
+                    .as_deref()
+                    .is_none_or(str::is_empty)
+                {
+                    return bad(
+                        &format!("regions.{name}.routing_control_arn"),
+                        "missing (required for switch_mode routing_control)",
+                    );
+                }
+            }
+        }
+        match &self.dns.writer {
+            WriterEndpoint::Cname {
+                hosted_zone_id,
+                name,
+                standby_target,
+            } => {
+                non_empty(hosted_zone_id, "dns.writer.cname.hosted_zone_id")?;
+                non_empty(name, "dns.writer.cname.name")?;
+                non_empty(standby_target, "dns.writer.cname.standby_target")?;
+            }
+            WriterEndpoint::SsmParameter {
+                name,
+                standby_value,
+            } => {
+                non_empty(name, "dns.writer.ssm_parameter.name")?;
+                non_empty(standby_value, "dns.writer.ssm_parameter.standby_value")?;
+            }
+        }
+        match &self.canary {
+            Canary::Postgres {
+                host,
+                database,
+                secret_arn,
+                table,
+                port,
+                ..
+            } => {
+                non_empty(host, "canary.postgres.host")?;
+                non_empty(database, "canary.postgres.database")?;
+                non_empty(secret_arn, "canary.postgres.secret_arn")?;
+                if *port == 0 {
+                    return bad("canary.postgres.port", "must be a TCP port (1-65535)");
+                }
+                if table.is_empty() || !table.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                {
+                    return bad(
+                        "canary.postgres.table",
+                        "must be a plain SQL identifier ([A-Za-z0-9_]+)",
+                    );
+                }
+            }
+            Canary::Http { url: u } => url(u, "canary.http.url")?,
+        }
+        non_empty(&self.slack.channel, "slack.channel")?;
+        if self.slack.approvers.is_empty() {
+            return bad("slack.approvers", "must name at least one approver");
+        }
+        let mut seen = BTreeSet::new();
+        for (i, a) in self.slack.approvers.iter().enumerate() {
+            non_empty(&a.user_id, &format!("slack.approvers.{i}.user_id"))?;
+            non_empty(&a.name, &format!("slack.approvers.{i}.name"))?;
+            if !seen.insert(a.user_id.as_str()) {
+                return bad(&format!("slack.approvers.{i}.user_id"), "listed twice");
+            }
+        }
+        non_empty(
+            &self.slack.bot_token_secret_arn,
+            "slack.bot_token_secret_arn",
+        )?;
+        non_empty(&self.slack.signing_secret_arn, "slack.signing_secret_arn")?;
+        if self.targets.rto_s == 0 {
+            return bad("targets.rto_s", "must be at least 1");
+        }
+        if self.detection.failures_to_trigger == 0 {
+            return bad("detection.failures_to_trigger", "must be at least 1");
+        }
+        if self.detection.probe_timeout_ms == 0 {
+            return bad("detection.probe_timeout_ms", "must be at least 1");
+        }
+        if !(0.0..=1.0).contains(&self.detection.healthy_share_below) {
+            return bad("detection.healthy_share_below", "must be between 0 and 1");
+        }
+        let t = &self.timings;
+        for (v, name) in [
+            (t.approval_timeout_s, "approval_timeout_s"),
+            (t.promotion_poll_s, "promotion_poll_s"),
+            (t.verify_deadline_s, "verify_deadline_s"),
+            (t.lock_lease_s, "lock_lease_s"),
+            (t.call_timeout_ms, "call_timeout_ms"),
+        ] {
+            if v == 0 {
+                return bad(&format!("timings.{name}"), "must be at least 1");
+            }
+        }
+        if t.promotion_max_polls == 0 {
+            return bad("timings.promotion_max_polls", "must be at least 1");
+        }
+        if t.approval_timeout_s > 24 * 60 * 60 {
+            return bad(
+                "timings.approval_timeout_s",
+                "must be at most 86400 (a day)",
+            );
+        }
+        if self.fence.timeout_ms == 0 {
+            return bad("fence.timeout_ms", "must be at least 1");
+        }
+        non_empty(&self.report.bucket, "report.bucket")?;
+        Ok(())
+    }
+
+    /// Is this user allowed to approve? Returns the approver's record.
+    pub fn approver(&self, user_id: &str) -> Option<&Approver> {
+        self.slack.approvers.iter().find(|a| a.user_id == user_id)
+    }
+}
+
+fn non_empty(value: &str, path: &str) -> Result<(), PlanError> {
+    if value.trim().is_empty() {
+        return Err(PlanError {
+            path: format!("plan.{path}"),
+            problem: "must not be empty".into(),
+        });
+    }
+    Ok(())
+}
+
+fn url(value: &str, path: &str) -> Result<(), PlanError> {
+    non_empty(value, path)?;
+    if !(value.starts_with("https://") || value.starts_with("http://")) {
+        return Err(PlanError {
+            path: format!("plan.{path}"),
+            problem: "must be an http(s) URL".into(),
+        });
+    }
+    Ok(())
+}
+
+fn looks_like_region(r: &str) -> bool {
+    let parts: Vec<&str> = r.split('-').collect();
+    parts.len() >= 3
+        && parts.iter().all(|p| {
+            !p.is_empty()
+                && p.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        })
+        && parts
+            .last()
+            .is_some_and(|p| p.chars().all(|c| c.is_ascii_digit()))
+}
+
+/// Turn serde's error into `plan.a.b.c: problem`.
+fn shape_error<E: fmt::Display>(err: serde_path_to_error::Error<E>) -> PlanError {
+    let mut path = err.path().to_string();
+    let inner = err.inner().to_string();
+    // serde reports a missing field at its parent: move the name into the path.
+    if path == "?" {
+        path = ".".into();
+    }
+    let (problem, field) = if let Some(rest) = inner.strip_prefix("missing field `") {
+        (
+            "missing".to_string(),
+            rest.split('`').next().map(str::to_owned),
+        )
+    } else if inner.starts_with("unknown field `") {
+        ("unknown field (check the spelling)".to_string(), None)
+    } else {
+        (strip_position(&inner), None)
+    };
+    if let Some(field) = field {
+        path = if path == "." {
+            field
+        } else {
+            format!("{path}.{field}")
+        };
+    }
+    let path = if path == "." {
+        "plan".to_string()
+    } else {
+        format!("plan.{path}")
+    };
+    PlanError { path, problem }
+}
+
+/// Remove `//` comments that start outside strings; keeps line numbers.
+pub fn strip_comments(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut in_string = false;
+    let mut escaped = false;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if in_string {
+            out.push(c);
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_string = false,
+                _ => {}
+            }
+        } else if c == '/' && chars.peek() == Some(&'/') {
+            for rest in chars.by_ref() {
+                if rest == '\n' {
+                    out.push('\n');
+                    break;
+                }
+            }
+        } else {
+            if c == '"' {
+                in_string = true;
+            }
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn strip_position(msg: &str) -> String {
+    match msg.find(" at line ") {
+        Some(i) => msg[..i].to_string(),
+        None => msg.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,286 @@
+use super::*;
+use serde_json::{Value, json};
+
+const EXAMPLE: &str = include_str!("../../../infra/plan.example.jsonc");
+
+fn example() -> Value {
+    serde_json::from_str(&strip_comments(EXAMPLE)).unwrap()
+}
+
+fn err_of(v: Value) -> String {
+    Plan::from_json(&v.to_string()).unwrap_err().to_string()
+}
+
+/// Remove the field at a dotted path.
+fn without(path: &str) -> Value {
+    let mut v = example();
+    let (parent, last) = path.rsplit_once('.').unwrap_or(("", path));
+    let mut node = &mut v;
+    for key in parent.split('.').filter(|k| !k.is_empty()) {
+        node = &mut node[key];
+    }
+    node.as_object_mut()
+        .unwrap()
+        .remove(last)
+        .expect("field exists");
+    v
+}
+
+fn with(path: &str, value: Value) -> Value {
+    let mut v = example();
+    let mut node = &mut v;
+    for key in path.split('.') {
+        node = match key.parse::<usize>() {
+            Ok(i) => &mut node[i],
+            Err(_) => &mut node[key],
+        };
+    }
+    *node = value;
+    v
+}
+
+#[test]
+fn the_shipped_example_loads() {
+    let plan = Plan::from_json(EXAMPLE).unwrap();
+    assert_eq!(plan.regions.primary.region, "ap-northeast-2");
+    assert_eq!(plan.regions.standby.db_instance_id, "shop-db-replica");
+    assert_eq!(plan.targets.rto_s, 900);
+    assert_eq!(plan.targets.rpo_s, 60);
+    assert_eq!(plan.detection.failures_to_trigger, 3);
+    assert!(plan.approver("U0ONCALL01").is_some());
+    assert!(plan.approver("U0INTRUDER").is_none());
+}
+
+#[test]
+fn defaults_fill_optional_sections() {
+    let mut v = example();
+    for key in ["targets", "detection", "timings", "fence", "dependencies"] {
+        v.as_object_mut().unwrap().remove(key);
+    }
+    let plan = Plan::from_json(&v.to_string()).unwrap();
+    assert_eq!(
+        plan.targets,
+        Targets {
+            rto_s: 900,
+            rpo_s: 60
+        }
+    );
+    assert_eq!(plan.detection.failures_to_trigger, 3);
+    assert_eq!(plan.timings.approval_timeout_s, 900);
+    assert_eq!(plan.fence.on_unconfirmed, OnUnconfirmed::Stop);
+}
+
+#[test]
+fn every_missing_required_field_is_named_by_path() {
+    for path in [
+        "version",
+        "service",
+        "regions",
+        "regions.primary",
+        "regions.standby.db_instance_id",
+        "regions.primary.region",
+        "regions.primary.endpoint",
+        "regions.standby.health_check_id",
+        "regions.primary.fence_security_group_id",
+        "database.kind",
+        "dns.hosted_zone_id",
+        "dns.record_name",
+        "dns.switch_mode",
+        "dns.standby_target",
+        "dns.writer.cname.name",
+        "canary.postgres.host",
+        "canary.postgres.secret_arn",
+        "slack.channel",
+        "slack.approvers",
+        "slack.bot_token_secret_arn",
+        "slack.signing_secret_arn",
+        "report.bucket",
+    ] {
+        assert_eq!(
+            err_of(without(path)),
+            format!("plan.{path}: missing"),
+            "removing {path}"
+        );
+    }
+}
+
+#[test]
+fn invalid_values_are_named_by_path() {
+    let cases: Vec<(&str, Value, &str)> = vec![
+        (
+            "regions.standby.region",
+            json!("ap-northeast-2"),
+            "plan.regions.standby.region: must differ",
+        ),
+        (
+            "regions.primary.region",
+            json!("seoul"),
+            "plan.regions.primary.region: not an AWS Region",
+        ),
+        (
+            "regions.standby.db_instance_id",
+            json!(""),
+            "plan.regions.standby.db_instance_id: must not be empty",
+        ),
+        (
+            "regions.primary.endpoint",
+            json!("p.example.com"),
+            "plan.regions.primary.endpoint: must be an http(s) URL",
+        ),
+        (
+            "database.kind",
+            json!("oracle"),
+            "plan.database.kind: unknown variant `oracle`",
+        ),
+        (
+            "database.backup_retention_days",
+            json!(0),
+            "plan.database.backup_retention_days: must be between 1 and 35",
+        ),
+        (
+            "dns.switch_mode",
+            json!("teleport"),
+            "plan.dns.switch_mode: unknown variant",
+        ),
+        (
+            "dns.health_path",
+            json!("health"),
+            "plan.dns.health_path: must start with /",
+        ),
+        (
+            "canary.postgres.table",
+            json!("x; drop table y"),
+            "plan.canary.postgres.table: must be a plain SQL identifier",
+        ),
+        (
+            "canary.postgres.port",
+            json!(0),
+            "plan.canary.postgres.port: must be a TCP port",
+        ),
+        (
+            "canary.postgres.port",
+            json!("5432"),
+            "plan.canary.postgres.port: invalid type",
+        ),
+        (
+            "slack.approvers",
+            json!([]),
+            "plan.slack.approvers: must name at least one approver",
+        ),
+        (
+            "slack.approvers.1.user_id",
+            json!("U0ONCALL01"),
+            "plan.slack.approvers.1.user_id: listed twice",
+        ),
+        (
+            "slack.approvers.0.name",
+            json!(" "),
+            "plan.slack.approvers.0.name: must not be empty",
+        ),
+        (
+            "targets.rto_s",
+            json!(0),
+            "plan.targets.rto_s: must be at least 1",
+        ),
+        (
+            "targets.rpo_s",
+            json!(-1),
+            "plan.targets.rpo_s: invalid value",
+        ),
+        (
+            "detection.failures_to_trigger",
+            json!(0),
+            "plan.detection.failures_to_trigger: must be at least 1",
+        ),
+        (
+            "detection.healthy_share_below",
+            json!(1.5),
+            "plan.detection.healthy_share_below: must be between 0 and 1",
+        ),
+        (
+            "detection.rule",
+            json!("vibes"),
+            "plan.detection.rule: unknown variant",
+        ),
+        (
+            "timings.promotion_poll_s",
+            json!(0),
+            "plan.timings.promotion_poll_s: must be at least 1",
+        ),
+        (
+            "timings.promotion_max_polls",
+            json!(0),
+            "plan.timings.promotion_max_polls: must be at least 1",
+        ),
+        (
+            "timings.approval_timeout_s",
+            json!(100000),
+            "plan.timings.approval_timeout_s: must be at most 86400",
+        ),
+        (
+            "fence.on_unconfirmed",
+            json!("maybe"),
+            "plan.fence.on_unconfirmed: unknown variant",
+        ),
+        (
+            "report.bucket",
+            json!(""),
+            "plan.report.bucket: must not be empty",
+        ),
+    ];
+    for (path, value, want) in cases {
+        let got = err_of(with(path, value.clone()));
+        assert!(
+            got.starts_with(want),
+            "{path} = {value}: got {got:?}, want prefix {want:?}"
+        );
+    }
+}
+
+#[test]
+fn unknown_fields_are_refused_with_their_path() {
+    let v = with("regions.primary", {
+        let mut p = example()["regions"]["primary"].clone();
+        p["db_instanse_id"] = json!("typo");
+        p
+    });
+    assert_eq!(
+        err_of(v),
+        "plan.regions.primary.db_instanse_id: unknown field (check the spelling)"
+    );
+}
+
+#[test]
+fn kind_specific_fields_are_required() {
+    let v = with("database.kind", json!("aurora_global"));
+    assert_eq!(
+        err_of(v),
+        "plan.database.global_cluster_id: missing (required for kind aurora_global)"
+    );
+    let v = with("dns.switch_mode", json!("routing_control"));
+    assert_eq!(
+        err_of(v),
+        "plan.regions.primary.routing_control_arn: missing (required for switch_mode routing_control)"
+    );
+}
+
+#[test]
+fn not_json_at_all_is_a_plan_error() {
+    let err = Plan::from_json("{ this is not json").unwrap_err();
+    assert_eq!(err.path, "plan");
+}
+
+#[test]
+fn comments_inside_strings_survive() {
+    let text = "{\"a\": \"http://x//y\", // note\n \"b\": \"q\\\"//\"}";
+    let v: Value = serde_json::from_str(&strip_comments(text)).unwrap();
+    assert_eq!(v["a"], "http://x//y");
+    assert_eq!(v["b"], "q\"//");
+}
+
+#[test]
+fn a_plan_round_trips_through_the_execution_input() {
+    let plan = Plan::from_json(EXAMPLE).unwrap();
+    let back = Plan::from_value(serde_json::to_value(&plan).unwrap()).unwrap();
+    assert_eq!(plan, back);
+}

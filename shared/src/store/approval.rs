@@ -1,0 +1,239 @@
+//! Approval keys: a short random key in the Slack button maps to the Step
+//! Functions task token. Single use, with an expiry the code checks itself.
+
+use super::primary::conditional_old;
+use super::{Attrs, Item, Store, StoreError, TTL_ATTRIBUTE, call_error, ms, n, s};
+use aws_sdk_dynamodb::operation::put_item::PutItemError;
+use aws_sdk_dynamodb::types::{ReturnValue, ReturnValuesOnConditionCheckFailure};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// What a person decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    /// Go ahead with the failover.
+    Approve,
+    /// Do not fail over.
+    Reject,
+}
+
+impl Decision {
+    /// `approve` / `reject`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Approve => "approve",
+            Decision::Reject => "reject",
+        }
+    }
+    fn status(self) -> &'static str {
+        match self {
+            Decision::Approve => "approved",
+            Decision::Reject => "rejected",
+        }
+    }
+}
+
+impl fmt::Display for Decision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A pending approval to store. The task token never leaves the store except
+/// to the SendTask* call.
+#[derive(Clone, PartialEq, Eq)]
+pub struct NewApproval {
+    /// The random key (the button value).
+    pub key: String,
+    /// The Step Functions task token.
+    pub task_token: String,
+    /// Execution ARN.
+    pub execution: String,
+    /// Incident id.
+    pub incident: String,
+    /// When it was asked.
+    pub requested_at: DateTime<Utc>,
+    /// When it stops being valid.
+    pub expires_at: DateTime<Utc>,
+}
+
+impl fmt::Debug for NewApproval {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NewApproval")
+            .field("key", &self.key)
+            .field("task_token", &"<redacted>")
+            .field("execution", &self.execution)
+            .field("incident", &self.incident)
+            .field("expires_at", &self.expires_at)
+            .finish()
+    }
+}
+
+/// A consumed approval: what the `slack` function needs to resume the run.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ConsumedApproval {
+    /// The task token to send the decision with.
+    pub task_token: String,
+    /// Execution ARN.
+    pub execution: String,
+    /// Incident id.
+    pub incident: String,
+    /// When it was asked.
+    pub requested_at: DateTime<Utc>,
+}
+
+impl fmt::Debug for ConsumedApproval {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConsumedApproval")
+            .field("task_token", &"<redacted>")
+            .field("execution", &self.execution)
+            .field("incident", &self.incident)
+            .finish()
+    }
+}
+
+/// Result of [`Store::put_approval`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PutApprovalOutcome {
+    /// Stored.
+    Stored,
+    /// A key with this value exists (a random collision or a retried call).
+    KeyExists,
+}
+
+/// Result of [`Store::consume_approval`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConsumeOutcome {
+    /// This request consumed the key; resume the run with the token.
+    Consumed(ConsumedApproval),
+    /// Someone already decided.
+    AlreadyDecided {
+        /// approve or reject.
+        decision: Decision,
+        /// Slack user id.
+        by: String,
+        /// When.
+        at: DateTime<Utc>,
+    },
+    /// The key expired before anyone decided.
+    Expired {
+        /// When it expired.
+        at: DateTime<Utc>,
+    },
+    /// No such key.
+    Unknown,
+}
+
+fn approval_key(key: &str) -> String {
+    format!("APPROVAL#{key}")
+}
+
+impl Store {
+    /// Store a pending approval. Conditional: never overwrites a key.
+    pub async fn put_approval(&self, a: &NewApproval) -> Result<PutApprovalOutcome, StoreError> {
+        let pk = approval_key(&a.key);
+        let mut item = Self::key(&pk);
+        item.insert("task_token".into(), s(&a.task_token));
+        item.insert("execution".into(), s(&a.execution));
+        item.insert("incident".into(), s(&a.incident));
+        item.insert("requested_ms".into(), ms(a.requested_at));
+        item.insert("expires_ms".into(), ms(a.expires_at));
+        // The TTL attribute is epoch seconds; DynamoDB deletes some time after it.
+        item.insert(
+            TTL_ATTRIBUTE.into(),
+            n(a.expires_at.timestamp() + 24 * 3600),
+        );
+        item.insert("status".into(), s("pending"));
+        let res = self
+            .client()
+            .put_item()
+            .table_name(self.table())
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(pk)")
+            .send()
+            .await;
+        match res {
+            Ok(_) => Ok(PutApprovalOutcome::Stored),
+            Err(e)
+                if matches!(
+                    e.as_service_error(),
+                    Some(PutItemError::ConditionalCheckFailedException(_))
+                ) =>
+            {
+                Ok(PutApprovalOutcome::KeyExists)
+            }
+            Err(e) => Err(call_error("PutItem", &pk, e)),
+        }
+    }
+
+    /// Consume `key` once: only a pending, unexpired key moves to decided.
+    pub async fn consume_approval(
+        &self,
+        key: &str,
+        decision: Decision,
+        user_id: &str,
+        now: DateTime<Utc>,
+    ) -> Result<ConsumeOutcome, StoreError> {
+        let pk = approval_key(key);
+        let res = self
+            .client()
+            .update_item()
+            .table_name(self.table())
+            .set_key(Some(Self::key(&pk)))
+            .update_expression(
+                "SET #st = :decided, decision = :d, decided_by = :u, decided_ms = :now",
+            )
+            .condition_expression("attribute_exists(pk) AND #st = :pending AND expires_ms > :now")
+            .expression_attribute_names("#st", "status")
+            .expression_attribute_values(":decided", s(decision.status()))
+            .expression_attribute_values(":d", s(decision.as_str()))
+            .expression_attribute_values(":u", s(user_id))
+            .expression_attribute_values(":now", ms(now))
+            .expression_attribute_values(":pending", s("pending"))
+            .return_values(ReturnValue::AllNew)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match res {
+            Ok(out) => {
+                let item = out.attributes.unwrap_or_default();
+                let a = Attrs::new(&pk, &item);
+                Ok(ConsumeOutcome::Consumed(ConsumedApproval {
+                    task_token: a.s("task_token")?,
+                    execution: a.s("execution")?,
+                    incident: a.s("incident")?,
+                    requested_at: a.time_ms("requested_ms")?,
+                }))
+            }
+            Err(e) => match conditional_old(&e) {
+                Some(None) => Ok(ConsumeOutcome::Unknown),
+                Some(Some(old)) => refusal(&pk, old, now),
+                None => Err(call_error("UpdateItem", &pk, e)),
+            },
+        }
+    }
+}
+
+fn refusal(pk: &str, old: &Item, now: DateTime<Utc>) -> Result<ConsumeOutcome, StoreError> {
+    let a = Attrs::new(pk, old);
+    let decision = match a.opt_s("decision")?.as_deref() {
+        Some("approve") => Some(Decision::Approve),
+        Some("reject") => Some(Decision::Reject),
+        _ => None,
+    };
+    if let Some(decision) = decision {
+        return Ok(ConsumeOutcome::AlreadyDecided {
+            decision,
+            by: a.s("decided_by")?,
+            at: a.time_ms("decided_ms")?,
+        });
+    }
+    let expires = a.time_ms("expires_ms")?;
+    if expires <= now {
+        return Ok(ConsumeOutcome::Expired { at: expires });
+    }
+    // Status is neither pending nor decided: treat as unknown rather than guess.
+    Ok(ConsumeOutcome::Unknown)
+}

@@ -1,0 +1,404 @@
+//! The primary record: which Region is primary, and the epoch.
+//!
+//! The epoch is a fencing token that only grows. A failover is a transition
+//! claimed by one execution on the epoch it started with; promotion completes
+//! it by moving the record to the new Region with `epoch + 1`. Every change is
+//! conditional on the expected epoch and on the execution that holds the
+//! transition, so two executions can never both promote.
+
+use super::{Attrs, Item, Store, StoreError, call_error, ms, n, s};
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+
+const PK: &str = "PRIMARY";
+
+/// Where a transition is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// The old primary is being fenced.
+    Fencing,
+    /// The replica's promotion is claimed (and maybe called).
+    Promoting,
+}
+
+impl Phase {
+    fn as_str(self) -> &'static str {
+        match self {
+            Phase::Fencing => "fencing",
+            Phase::Promoting => "promoting",
+        }
+    }
+    fn parse(s: &str) -> Option<Self> {
+        match s {
+            "fencing" => Some(Phase::Fencing),
+            "promoting" => Some(Phase::Promoting),
+            _ => None,
+        }
+    }
+}
+
+/// A failover in progress.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Transition {
+    /// Current phase.
+    pub phase: Phase,
+    /// The execution that holds it.
+    pub execution: String,
+    /// The Region it moves to.
+    pub to_region: String,
+    /// When it was claimed.
+    pub since: DateTime<Utc>,
+    /// When promotion was claimed.
+    pub promote_claimed_at: Option<DateTime<Utc>>,
+    /// When PromoteReadReplica (or the Aurora call) was accepted.
+    pub promote_called_at: Option<DateTime<Utc>>,
+}
+
+/// The record itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PrimaryRecord {
+    /// Region that is primary.
+    pub region: String,
+    /// Its database identifier.
+    pub db_instance_id: String,
+    /// Fencing token; grows by one per completed failover.
+    pub epoch: i64,
+    /// A failover in progress, if any.
+    pub transition: Option<Transition>,
+    /// The execution that completed the last failover.
+    pub last_execution: Option<String>,
+    /// When the record last changed.
+    pub updated_at: DateTime<Utc>,
+}
+
+/// Result of creating the record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InitOutcome {
+    /// Written.
+    Created(PrimaryRecord),
+    /// It already existed; nothing changed.
+    Exists(PrimaryRecord),
+}
+
+/// Result of claiming or advancing a transition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TransitionOutcome {
+    /// This execution holds the transition; the record as it is now.
+    Claimed(PrimaryRecord),
+    /// The epoch is no longer the one expected: another failover completed.
+    EpochMoved {
+        /// The epoch now.
+        now: i64,
+    },
+    /// Another execution holds the transition on this epoch.
+    Busy {
+        /// Its execution.
+        execution: String,
+    },
+    /// The record does not exist (not provisioned).
+    Missing,
+}
+
+/// Result of completing a promotion.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PromotionOutcome {
+    /// The record now names the new Region with the new epoch.
+    Promoted(PrimaryRecord),
+    /// This execution had already completed it (a retry).
+    AlreadyPromoted(PrimaryRecord),
+    /// The epoch moved under another execution.
+    EpochMoved {
+        /// The epoch now.
+        now: i64,
+    },
+    /// Another execution holds the transition.
+    Busy {
+        /// Its execution.
+        execution: String,
+    },
+    /// The record does not exist.
+    Missing,
+}
+
+impl PrimaryRecord {
+    fn from_item(item: &Item) -> Result<Self, StoreError> {
+        let a = Attrs::new(PK, item);
+        let transition = match a.opt_map("transition")? {
+            None => None,
+            Some(t) => {
+                let t = Attrs::new(PK, t);
+                let phase = t.s("phase")?;
+                Some(Transition {
+                    phase: Phase::parse(&phase).ok_or(StoreError::Corrupt {
+                        key: PK.into(),
+                        attribute: "transition.phase".into(),
+                        problem: "is not a known phase",
+                    })?,
+                    execution: t.s("execution")?,
+                    to_region: t.s("to_region")?,
+                    since: t.time_ms("since_ms")?,
+                    promote_claimed_at: t.opt_time_ms("promote_claimed_ms")?,
+                    promote_called_at: t.opt_time_ms("promote_called_ms")?,
+                })
+            }
+        };
+        Ok(PrimaryRecord {
+            region: a.s("region")?,
+            db_instance_id: a.s("db_instance_id")?,
+            epoch: a.i64("epoch")?,
+            transition,
+            last_execution: a.opt_s("last_execution")?,
+            updated_at: a.time_ms("updated_ms")?,
+        })
+    }
+
+    fn refusal(&self, expected_epoch: i64) -> TransitionOutcome {
+        if self.epoch != expected_epoch {
+            TransitionOutcome::EpochMoved { now: self.epoch }
+        } else {
+            TransitionOutcome::Busy {
+                execution: self
+                    .transition
+                    .as_ref()
+                    .map(|t| t.execution.clone())
+                    .unwrap_or_default(),
+            }
+        }
+    }
+}
+
+impl Store {
+    /// Read the primary record.
+    pub async fn primary(&self) -> Result<Option<PrimaryRecord>, StoreError> {
+        self.get(PK)
+            .await?
+            .as_ref()
+            .map(PrimaryRecord::from_item)
+            .transpose()
+    }
+
+    /// Create the record at epoch 1 if it does not exist (provisioning).
+    pub async fn init_primary(
+        &self,
+        region: &str,
+        db_instance_id: &str,
+        now: DateTime<Utc>,
+    ) -> Result<InitOutcome, StoreError> {
+        let mut item = Self::key(PK);
+        item.insert("region".into(), s(region));
+        item.insert("db_instance_id".into(), s(db_instance_id));
+        item.insert("epoch".into(), n(1));
+        item.insert("updated_ms".into(), ms(now));
+        let res = self
+            .client()
+            .put_item()
+            .table_name(self.table())
+            .set_item(Some(item.clone()))
+            .condition_expression("attribute_not_exists(pk)")
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match res {
+            Ok(_) => Ok(InitOutcome::Created(PrimaryRecord::from_item(&item)?)),
+            Err(e) => match e.as_service_error() {
+                Some(aws_sdk_dynamodb::operation::put_item::PutItemError::ConditionalCheckFailedException(c)) => {
+                    let old = c.item().ok_or_else(|| missing_old("PutItem"))?;
+                    Ok(InitOutcome::Exists(PrimaryRecord::from_item(old)?))
+                }
+                _ => Err(call_error("PutItem", PK, e)),
+            },
+        }
+    }
+
+    /// Claim the transition for `execution` on `expected_epoch` (phase
+    /// `fencing`). Calling it again from the same execution changes nothing
+    /// and returns the record as it is.
+    pub async fn begin_fencing(
+        &self,
+        expected_epoch: i64,
+        execution: &str,
+        to_region: &str,
+        now: DateTime<Utc>,
+    ) -> Result<TransitionOutcome, StoreError> {
+        let transition = AttributeValue::M(HashMap::from([
+            ("phase".to_owned(), s(Phase::Fencing.as_str())),
+            ("execution".to_owned(), s(execution)),
+            ("to_region".to_owned(), s(to_region)),
+            ("since_ms".to_owned(), ms(now)),
+        ]));
+        self.update_transition(
+            "SET #t = if_not_exists(#t, :t), updated_ms = :now",
+            "epoch = :e AND (attribute_not_exists(#t) OR #t.execution = :x)",
+            expected_epoch,
+            HashMap::from([
+                (":t".to_owned(), transition),
+                (":e".to_owned(), n(expected_epoch)),
+                (":x".to_owned(), s(execution)),
+                (":now".to_owned(), ms(now)),
+            ]),
+        )
+        .await
+    }
+
+    /// Move the transition held by `execution` to `promoting`. The returned
+    /// record's `promote_called_at` says whether the promotion call already
+    /// went out (then it must not be called again).
+    pub async fn claim_promotion(
+        &self,
+        expected_epoch: i64,
+        execution: &str,
+        now: DateTime<Utc>,
+    ) -> Result<TransitionOutcome, StoreError> {
+        self.update_transition(
+            "SET #t.phase = :promoting, #t.promote_claimed_ms = if_not_exists(#t.promote_claimed_ms, :now), updated_ms = :now",
+            "epoch = :e AND #t.execution = :x AND #t.phase IN (:fencing, :promoting)",
+            expected_epoch,
+            HashMap::from([
+                (":promoting".to_owned(), s(Phase::Promoting.as_str())),
+                (":fencing".to_owned(), s(Phase::Fencing.as_str())),
+                (":e".to_owned(), n(expected_epoch)),
+                (":x".to_owned(), s(execution)),
+                (":now".to_owned(), ms(now)),
+            ]),
+        )
+        .await
+    }
+
+    /// Record that the promotion call was accepted, so a retry never calls again.
+    pub async fn mark_promote_called(
+        &self,
+        expected_epoch: i64,
+        execution: &str,
+        now: DateTime<Utc>,
+    ) -> Result<TransitionOutcome, StoreError> {
+        self.update_transition(
+            "SET #t.promote_called_ms = if_not_exists(#t.promote_called_ms, :now), updated_ms = :now",
+            "epoch = :e AND #t.execution = :x AND #t.phase = :promoting",
+            expected_epoch,
+            HashMap::from([
+                (":promoting".to_owned(), s(Phase::Promoting.as_str())),
+                (":e".to_owned(), n(expected_epoch)),
+                (":x".to_owned(), s(execution)),
+                (":now".to_owned(), ms(now)),
+            ]),
+        )
+        .await
+    }
+
+    async fn update_transition(
+        &self,
+        update: &str,
+        condition: &str,
+        expected_epoch: i64,
+        values: HashMap<String, AttributeValue>,
+    ) -> Result<TransitionOutcome, StoreError> {
+        let res = self
+            .client()
+            .update_item()
+            .table_name(self.table())
+            .set_key(Some(Self::key(PK)))
+            .update_expression(update)
+            .condition_expression(format!("attribute_exists(pk) AND {condition}"))
+            .expression_attribute_names("#t", "transition")
+            .set_expression_attribute_values(Some(values))
+            .return_values(ReturnValue::AllNew)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match res {
+            Ok(out) => {
+                let item = out.attributes.ok_or_else(|| missing_old("UpdateItem"))?;
+                Ok(TransitionOutcome::Claimed(PrimaryRecord::from_item(&item)?))
+            }
+            Err(e) => match conditional_old(&e) {
+                Some(None) => Ok(TransitionOutcome::Missing),
+                Some(Some(old)) => Ok(PrimaryRecord::from_item(old)?.refusal(expected_epoch)),
+                None => Err(call_error("UpdateItem", PK, e)),
+            },
+        }
+    }
+
+    /// Complete the failover held by `execution`: the record names
+    /// `new_region`/`new_db` with `expected_epoch + 1`, and the transition is gone.
+    pub async fn complete_promotion(
+        &self,
+        expected_epoch: i64,
+        execution: &str,
+        new_region: &str,
+        new_db: &str,
+        now: DateTime<Utc>,
+    ) -> Result<PromotionOutcome, StoreError> {
+        let res = self
+            .client()
+            .update_item()
+            .table_name(self.table())
+            .set_key(Some(Self::key(PK)))
+            .update_expression(
+                "SET epoch = :next, #r = :r, db_instance_id = :db, previous_region = #r, \
+                 last_execution = :x, promoted_ms = :now, updated_ms = :now REMOVE #t",
+            )
+            .condition_expression(
+                "attribute_exists(pk) AND epoch = :e AND #t.execution = :x AND #t.phase = :promoting",
+            )
+            .expression_attribute_names("#t", "transition")
+            .expression_attribute_names("#r", "region")
+            .expression_attribute_values(":next", n(expected_epoch + 1))
+            .expression_attribute_values(":e", n(expected_epoch))
+            .expression_attribute_values(":r", s(new_region))
+            .expression_attribute_values(":db", s(new_db))
+            .expression_attribute_values(":x", s(execution))
+            .expression_attribute_values(":promoting", s(Phase::Promoting.as_str()))
+            .expression_attribute_values(":now", ms(now))
+            .return_values(ReturnValue::AllNew)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match res {
+            Ok(out) => {
+                let item = out.attributes.ok_or_else(|| missing_old("UpdateItem"))?;
+                Ok(PromotionOutcome::Promoted(PrimaryRecord::from_item(&item)?))
+            }
+            Err(e) => match conditional_old(&e) {
+                Some(None) => Ok(PromotionOutcome::Missing),
+                Some(Some(old)) => {
+                    let rec = PrimaryRecord::from_item(old)?;
+                    if rec.epoch == expected_epoch + 1
+                        && rec.last_execution.as_deref() == Some(execution)
+                    {
+                        Ok(PromotionOutcome::AlreadyPromoted(rec))
+                    } else if rec.epoch != expected_epoch {
+                        Ok(PromotionOutcome::EpochMoved { now: rec.epoch })
+                    } else {
+                        Ok(PromotionOutcome::Busy {
+                            execution: rec.transition.map(|t| t.execution).unwrap_or_default(),
+                        })
+                    }
+                }
+                None => Err(call_error("UpdateItem", PK, e)),
+            },
+        }
+    }
+}
+
+/// For a failed conditional UpdateItem: `Some(old item)` (None when the item
+/// did not exist); `None` when the error was something else.
+pub(crate) fn conditional_old<R>(
+    e: &crate::aws::SdkError<UpdateItemError, R>,
+) -> Option<Option<&Item>> {
+    match e.as_service_error() {
+        Some(UpdateItemError::ConditionalCheckFailedException(c)) => Some(c.item()),
+        _ => None,
+    }
+}
+
+fn missing_old(op: &str) -> StoreError {
+    StoreError::Corrupt {
+        key: PK.into(),
+        attribute: format!("({op} return values)"),
+        problem: "were not returned",
+    }
+}

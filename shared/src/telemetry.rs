@@ -1,0 +1,146 @@
+//! Logging and metrics.
+//!
+//! Logs are JSON lines through `tracing`, with fields rather than formatted
+//! strings. Metrics go out as CloudWatch Embedded Metric Format (EMF) lines on
+//! stdout, which Lambda ships to CloudWatch Logs and CloudWatch turns into
+//! metrics with no extra calls.
+
+use serde_json::{Map, Value, json};
+use tracing_subscriber::EnvFilter;
+
+/// JSON logs to stdout, level from `RUST_LOG` (default `info`). Call once in `main`.
+pub fn init_logging() {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .json()
+        .with_env_filter(filter)
+        .with_current_span(false)
+        .with_span_list(false)
+        .with_target(false)
+        .without_time()
+        .try_init();
+}
+
+/// A unit CloudWatch understands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    /// Seconds.
+    Seconds,
+    /// Milliseconds.
+    Milliseconds,
+    /// A plain count.
+    Count,
+}
+
+impl Unit {
+    fn as_str(self) -> &'static str {
+        match self {
+            Unit::Seconds => "Seconds",
+            Unit::Milliseconds => "Milliseconds",
+            Unit::Count => "Count",
+        }
+    }
+}
+
+/// One EMF document: a namespace, dimensions and metric values.
+#[derive(Debug, Clone)]
+pub struct Emf {
+    namespace: String,
+    dimensions: Vec<(String, String)>,
+    metrics: Vec<(String, f64, Unit)>,
+    properties: Map<String, Value>,
+}
+
+impl Emf {
+    /// Start a document in `namespace` (Handover uses `Handover`).
+    pub fn new(namespace: impl Into<String>) -> Self {
+        Self {
+            namespace: namespace.into(),
+            dimensions: Vec::new(),
+            metrics: Vec::new(),
+            properties: Map::new(),
+        }
+    }
+
+    /// Add a dimension (e.g. `Service`, `Outcome`).
+    pub fn dimension(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.dimensions.push((name.into(), value.into()));
+        self
+    }
+
+    /// Add a metric value.
+    pub fn metric(mut self, name: impl Into<String>, value: f64, unit: Unit) -> Self {
+        self.metrics.push((name.into(), value, unit));
+        self
+    }
+
+    /// Add a searchable property that is not a metric (e.g. the incident id).
+    pub fn property(mut self, name: impl Into<String>, value: impl Into<Value>) -> Self {
+        self.properties.insert(name.into(), value.into());
+        self
+    }
+
+    /// The EMF JSON line for `timestamp_ms`.
+    pub fn render(&self, timestamp_ms: i64) -> String {
+        let mut root = self.properties.clone();
+        for (k, v) in &self.dimensions {
+            root.insert(k.clone(), Value::String(v.clone()));
+        }
+        for (k, v, _) in &self.metrics {
+            root.insert(k.clone(), json!(v));
+        }
+        let dims: Vec<&str> = self.dimensions.iter().map(|(k, _)| k.as_str()).collect();
+        let defs: Vec<Value> = self
+            .metrics
+            .iter()
+            .map(|(k, _, u)| json!({"Name": k, "Unit": u.as_str()}))
+            .collect();
+        root.insert(
+            "_aws".into(),
+            json!({
+                "Timestamp": timestamp_ms,
+                "CloudWatchMetrics": [{
+                    "Namespace": self.namespace,
+                    "Dimensions": [dims],
+                    "Metrics": defs,
+                }]
+            }),
+        );
+        Value::Object(root).to_string()
+    }
+
+    /// Print the line to stdout (Lambda's log stream), now.
+    pub fn emit(&self) {
+        if self.metrics.is_empty() {
+            return;
+        }
+        println!("{}", self.render(chrono::Utc::now().timestamp_millis()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn emf_line_has_the_shape_cloudwatch_expects() {
+        let line = Emf::new("Handover")
+            .dimension("Service", "shop")
+            .metric("ReadRtoSeconds", 329.0, Unit::Seconds)
+            .metric("RpoSeconds", 126.0, Unit::Seconds)
+            .property("incident", "inc-1")
+            .render(1_700_000_000_000);
+        let v: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["ReadRtoSeconds"], 329.0);
+        assert_eq!(v["Service"], "shop");
+        assert_eq!(v["incident"], "inc-1");
+        let cw = &v["_aws"]["CloudWatchMetrics"][0];
+        assert_eq!(v["_aws"]["Timestamp"], 1_700_000_000_000i64);
+        assert_eq!(cw["Namespace"], "Handover");
+        assert_eq!(cw["Dimensions"], json!([["Service"]]));
+        assert_eq!(
+            cw["Metrics"][1],
+            json!({"Name": "RpoSeconds", "Unit": "Seconds"})
+        );
+    }
+}

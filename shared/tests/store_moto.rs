@@ -1,0 +1,498 @@
+//! The state store against the moto server (real DynamoDB wire protocol).
+//! Each safety property here fails if its condition expression is removed.
+
+use chrono::{DateTime, Duration, TimeZone, Utc};
+use handover::store::Store;
+use handover::store::approval::{ConsumeOutcome, Decision, NewApproval, PutApprovalOutcome};
+use handover::store::lock::{AcquireOutcome, ReleaseOutcome};
+use handover::store::primary::{InitOutcome, Phase, PromotionOutcome, TransitionOutcome};
+use handover::store::probe::TickOutcome;
+use handover_testkit::{aws, fresh_store};
+
+fn t(h: u32, m: u32, s: u32) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, 30, h, m, s).unwrap()
+}
+
+async fn store() -> Store {
+    fresh_store(&aws()).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_racing_lock_acquisitions_exactly_one_wins() {
+    let store = store().await;
+    let now = t(14, 12, 0);
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let s = store.clone();
+        tasks.push(tokio::spawn(async move {
+            s.acquire_lock(
+                &format!("incident-{i}"),
+                &format!("exec-{i}"),
+                now,
+                Duration::hours(1),
+            )
+            .await
+            .unwrap()
+        }));
+    }
+    let mut won = 0;
+    let mut held = 0;
+    for task in tasks {
+        match task.await.unwrap() {
+            AcquireOutcome::Acquired {
+                took_over: None, ..
+            } => won += 1,
+            AcquireOutcome::Held { until, .. } => {
+                assert_eq!(until, now + Duration::hours(1));
+                held += 1
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!((won, held), (1, 7));
+}
+
+#[tokio::test]
+async fn the_same_incident_reacquiring_is_already_ours() {
+    let store = store().await;
+    let now = t(14, 12, 0);
+    let first = store
+        .acquire_lock("inc-a", "x", now, Duration::hours(1))
+        .await
+        .unwrap();
+    assert!(matches!(first, AcquireOutcome::Acquired { .. }));
+    let again = store
+        .acquire_lock("inc-a", "x", now + Duration::minutes(1), Duration::hours(1))
+        .await
+        .unwrap();
+    assert!(
+        matches!(again, AcquireOutcome::AlreadyOurs { .. }),
+        "{again:?}"
+    );
+    let other = store
+        .acquire_lock("inc-b", "y", now + Duration::minutes(1), Duration::hours(1))
+        .await
+        .unwrap();
+    assert_eq!(
+        other,
+        AcquireOutcome::Held {
+            by: "inc-a".into(),
+            until: now + Duration::hours(1)
+        }
+    );
+}
+
+#[tokio::test]
+async fn an_expired_lease_can_be_taken_over() {
+    let store = store().await;
+    let now = t(14, 0, 0);
+    store
+        .acquire_lock("inc-old", "x", now, Duration::minutes(10))
+        .await
+        .unwrap();
+    let before = store
+        .acquire_lock(
+            "inc-new",
+            "y",
+            now + Duration::minutes(9),
+            Duration::minutes(10),
+        )
+        .await
+        .unwrap();
+    assert!(matches!(before, AcquireOutcome::Held { .. }), "{before:?}");
+    let after = store
+        .acquire_lock(
+            "inc-new",
+            "y",
+            now + Duration::minutes(11),
+            Duration::minutes(10),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        after,
+        AcquireOutcome::Acquired {
+            lease_until: now + Duration::minutes(21),
+            took_over: Some("inc-old".into())
+        }
+    );
+}
+
+#[tokio::test]
+async fn the_cooldown_blocks_reacquisition() {
+    let store = store().await;
+    let now = t(14, 0, 0);
+    store
+        .acquire_lock("inc-1", "x", now, Duration::hours(1))
+        .await
+        .unwrap();
+    let released = store
+        .release_lock("inc-1", now + Duration::minutes(20), Duration::minutes(30))
+        .await
+        .unwrap();
+    assert_eq!(
+        released,
+        ReleaseOutcome::Released {
+            cooldown_until: now + Duration::minutes(50)
+        }
+    );
+    let during = store
+        .acquire_lock(
+            "inc-2",
+            "y",
+            now + Duration::minutes(40),
+            Duration::hours(1),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        during,
+        AcquireOutcome::CoolingDown {
+            until: now + Duration::minutes(50),
+            after: Some("inc-1".into())
+        }
+    );
+    let after = store
+        .acquire_lock(
+            "inc-2",
+            "y",
+            now + Duration::minutes(51),
+            Duration::hours(1),
+        )
+        .await
+        .unwrap();
+    assert!(
+        matches!(
+            after,
+            AcquireOutcome::Acquired {
+                took_over: None,
+                ..
+            }
+        ),
+        "{after:?}"
+    );
+}
+
+#[tokio::test]
+async fn only_the_holder_releases() {
+    let store = store().await;
+    let now = t(14, 0, 0);
+    store
+        .acquire_lock("inc-1", "x", now, Duration::hours(1))
+        .await
+        .unwrap();
+    let wrong = store
+        .release_lock("inc-2", now, Duration::minutes(30))
+        .await
+        .unwrap();
+    assert_eq!(
+        wrong,
+        ReleaseOutcome::NotHolder {
+            holder: Some("inc-1".into())
+        }
+    );
+    assert_eq!(
+        store.lock_state().await.unwrap().unwrap().holder.as_deref(),
+        Some("inc-1")
+    );
+}
+
+async fn primary_at_epoch_1(store: &Store) {
+    let out = store
+        .init_primary("ap-northeast-2", "shop-db", t(13, 0, 0))
+        .await
+        .unwrap();
+    assert!(matches!(out, InitOutcome::Created(_)));
+}
+
+#[tokio::test]
+async fn init_never_overwrites_the_primary_record() {
+    let store = store().await;
+    primary_at_epoch_1(&store).await;
+    let again = store
+        .init_primary("ap-northeast-1", "other", t(13, 5, 0))
+        .await
+        .unwrap();
+    match again {
+        InitOutcome::Exists(rec) => assert_eq!(rec.region, "ap-northeast-2"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_promotion_with_a_stale_epoch_is_refused() {
+    let store = store().await;
+    primary_at_epoch_1(&store).await;
+    let now = t(14, 19, 0);
+    assert!(matches!(
+        store
+            .begin_fencing(1, "exec-a", "ap-northeast-1", now)
+            .await
+            .unwrap(),
+        TransitionOutcome::Claimed(_)
+    ));
+    assert!(matches!(
+        store.claim_promotion(1, "exec-a", now).await.unwrap(),
+        TransitionOutcome::Claimed(_)
+    ));
+    let done = store
+        .complete_promotion(1, "exec-a", "ap-northeast-1", "shop-db-replica", now)
+        .await
+        .unwrap();
+    match done {
+        PromotionOutcome::Promoted(rec) => {
+            assert_eq!(rec.epoch, 2);
+            assert_eq!(rec.region, "ap-northeast-1");
+            assert!(rec.transition.is_none());
+        }
+        other => panic!("{other:?}"),
+    }
+    // A second execution that started on epoch 1 is refused at every step.
+    assert_eq!(
+        store
+            .begin_fencing(1, "exec-b", "ap-northeast-1", now)
+            .await
+            .unwrap(),
+        TransitionOutcome::EpochMoved { now: 2 }
+    );
+    assert_eq!(
+        store.claim_promotion(1, "exec-b", now).await.unwrap(),
+        TransitionOutcome::EpochMoved { now: 2 }
+    );
+    assert_eq!(
+        store
+            .complete_promotion(1, "exec-b", "ap-northeast-1", "x", now)
+            .await
+            .unwrap(),
+        PromotionOutcome::EpochMoved { now: 2 }
+    );
+    // The winner retrying is told it already promoted, and nothing moves.
+    assert!(matches!(
+        store.complete_promotion(1, "exec-a", "ap-northeast-1", "shop-db-replica", now).await.unwrap(),
+        PromotionOutcome::AlreadyPromoted(rec) if rec.epoch == 2
+    ));
+    assert_eq!(store.primary().await.unwrap().unwrap().epoch, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_executions_on_one_epoch_only_one_holds_the_transition() {
+    let store = store().await;
+    primary_at_epoch_1(&store).await;
+    let mut tasks = Vec::new();
+    for i in 0..6 {
+        let s = store.clone();
+        tasks.push(tokio::spawn(async move {
+            s.begin_fencing(1, &format!("exec-{i}"), "ap-northeast-1", t(14, 19, 0))
+                .await
+                .unwrap()
+        }));
+    }
+    let mut claimed = Vec::new();
+    for task in tasks {
+        match task.await.unwrap() {
+            TransitionOutcome::Claimed(rec) => claimed.push(rec.transition.unwrap().execution),
+            TransitionOutcome::Busy { .. } => {}
+            other => panic!("{other:?}"),
+        }
+    }
+    // Claimed is also returned to a holder re-asking; each task asks once, so exactly one.
+    assert_eq!(claimed.len(), 1, "{claimed:?}");
+    let holder = &claimed[0];
+    for i in 0..6 {
+        let exec = format!("exec-{i}");
+        let out = store.claim_promotion(1, &exec, t(14, 20, 0)).await.unwrap();
+        if &exec == holder {
+            assert!(
+                matches!(out, TransitionOutcome::Claimed(ref r) if r.transition.as_ref().unwrap().phase == Phase::Promoting)
+            );
+        } else {
+            assert_eq!(
+                out,
+                TransitionOutcome::Busy {
+                    execution: holder.clone()
+                }
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn fencing_twice_in_one_execution_changes_nothing() {
+    let store = store().await;
+    primary_at_epoch_1(&store).await;
+    let TransitionOutcome::Claimed(first) = store
+        .begin_fencing(1, "exec-a", "ap-northeast-1", t(14, 0, 0))
+        .await
+        .unwrap()
+    else {
+        panic!()
+    };
+    store
+        .claim_promotion(1, "exec-a", t(14, 1, 0))
+        .await
+        .unwrap();
+    let TransitionOutcome::Claimed(second) = store
+        .begin_fencing(1, "exec-a", "ap-northeast-1", t(14, 2, 0))
+        .await
+        .unwrap()
+    else {
+        panic!()
+    };
+    let (a, b) = (first.transition.unwrap(), second.transition.unwrap());
+    assert_eq!(a.since, b.since);
+    assert_eq!(
+        b.phase,
+        Phase::Promoting,
+        "a retried fence must not move the phase back"
+    );
+}
+
+#[tokio::test]
+async fn the_promotion_call_is_marked_once() {
+    let store = store().await;
+    primary_at_epoch_1(&store).await;
+    store
+        .begin_fencing(1, "exec-a", "ap-northeast-1", t(14, 0, 0))
+        .await
+        .unwrap();
+    store
+        .claim_promotion(1, "exec-a", t(14, 1, 0))
+        .await
+        .unwrap();
+    store
+        .mark_promote_called(1, "exec-a", t(14, 1, 5))
+        .await
+        .unwrap();
+    store
+        .mark_promote_called(1, "exec-a", t(14, 1, 9))
+        .await
+        .unwrap();
+    let TransitionOutcome::Claimed(rec) = store
+        .claim_promotion(1, "exec-a", t(14, 2, 0))
+        .await
+        .unwrap()
+    else {
+        panic!()
+    };
+    let tr = rec.transition.unwrap();
+    assert_eq!(tr.promote_called_at, Some(t(14, 1, 5)));
+    assert_eq!(tr.promote_claimed_at, Some(t(14, 1, 0)));
+}
+
+fn approval(key: &str, expires_at: DateTime<Utc>) -> NewApproval {
+    NewApproval {
+        key: key.into(),
+        task_token: format!("token-for-{key}"),
+        execution: "arn:aws:states:ap-northeast-1:123456789012:execution:handover:inc-1".into(),
+        incident: "inc-1".into(),
+        requested_at: t(14, 13, 0),
+        expires_at,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_approval_key_cannot_be_consumed_twice() {
+    let store = store().await;
+    assert_eq!(
+        store
+            .put_approval(&approval("k1", t(14, 28, 0)))
+            .await
+            .unwrap(),
+        PutApprovalOutcome::Stored
+    );
+    assert_eq!(
+        store
+            .put_approval(&approval("k1", t(14, 28, 0)))
+            .await
+            .unwrap(),
+        PutApprovalOutcome::KeyExists
+    );
+    let mut tasks = Vec::new();
+    for i in 0..6 {
+        let s = store.clone();
+        tasks.push(tokio::spawn(async move {
+            s.consume_approval("k1", Decision::Approve, &format!("U{i}"), t(14, 15, 0))
+                .await
+                .unwrap()
+        }));
+    }
+    let mut consumed = 0;
+    for task in tasks {
+        match task.await.unwrap() {
+            ConsumeOutcome::Consumed(c) => {
+                assert_eq!(c.task_token, "token-for-k1");
+                consumed += 1
+            }
+            ConsumeOutcome::AlreadyDecided {
+                decision: Decision::Approve,
+                at,
+                ..
+            } => assert_eq!(at, t(14, 15, 0)),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(consumed, 1);
+    // A later reject is told who decided first.
+    match store
+        .consume_approval("k1", Decision::Reject, "U9", t(14, 16, 0))
+        .await
+        .unwrap()
+    {
+        ConsumeOutcome::AlreadyDecided { decision, .. } => assert_eq!(decision, Decision::Approve),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn an_expired_key_is_refused() {
+    let store = store().await;
+    store
+        .put_approval(&approval("k2", t(14, 28, 0)))
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .consume_approval("k2", Decision::Approve, "U1", t(14, 28, 0))
+            .await
+            .unwrap(),
+        ConsumeOutcome::Expired { at: t(14, 28, 0) }
+    );
+    assert_eq!(
+        store
+            .consume_approval("nope", Decision::Approve, "U1", t(14, 20, 0))
+            .await
+            .unwrap(),
+        ConsumeOutcome::Unknown
+    );
+}
+
+#[tokio::test]
+async fn probe_ticks_count_once_and_reset() {
+    let store = store().await;
+    let r = "ap-northeast-2";
+    for (i, m) in [1u32, 2, 3].iter().enumerate() {
+        match store
+            .record_tick(r, t(14, *m, 0), true, format!("{{\"tick\":{i}}}"))
+            .await
+            .unwrap()
+        {
+            TickOutcome::Recorded(run) => {
+                assert_eq!(run.consecutive_failures, i as u32 + 1);
+                assert_eq!(run.t0, Some(t(14, 1, 0)));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    // A retried tick does not count again.
+    assert!(matches!(
+        store.record_tick(r, t(14, 3, 0), true, "{}".into()).await.unwrap(),
+        TickOutcome::Stale(run) if run.consecutive_failures == 3
+    ));
+    assert!(store.reset_probe(r, t(14, 1, 0)).await.unwrap());
+    assert!(
+        !store.reset_probe(r, t(14, 1, 0)).await.unwrap(),
+        "reset is conditional on T0"
+    );
+    let run = store.probe_run(r).await.unwrap();
+    assert_eq!((run.consecutive_failures, run.t0), (0, None));
+}
