@@ -9,6 +9,7 @@ use handover::aws::Aws;
 use handover::store::{Store, create_table};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+pub mod app;
 pub mod logs;
 
 /// The Region tests use for the Handover table (Region S in the plans).
@@ -101,4 +102,52 @@ pub async fn calls() -> Vec<(String, String, String)> {
             )
         })
         .collect()
+}
+
+/// A state machine in the emulator that only waits (so executions stay
+/// RUNNING and can be counted). Returns its ARN.
+pub async fn waiting_state_machine(aws: &Aws, region: &str) -> String {
+    let client = aws.sfn(region).await;
+    let definition =
+        r#"{"StartAt":"Hold","States":{"Hold":{"Type":"Wait","Seconds":3600,"End":true}}}"#;
+    client
+        .create_state_machine()
+        .name(unique("handover-test"))
+        .definition(definition)
+        .role_arn("arn:aws:iam::123456789012:role/handover-states")
+        .send()
+        .await
+        .expect("create state machine in moto")
+        .state_machine_arn
+}
+
+/// Executions of a state machine (name, input).
+pub async fn executions(aws: &Aws, region: &str, state_machine_arn: &str) -> Vec<(String, String)> {
+    let client = aws.sfn(region).await;
+    let list = client
+        .list_executions()
+        .state_machine_arn(state_machine_arn)
+        .send()
+        .await
+        .expect("list executions");
+    let mut out = Vec::new();
+    for e in list.executions() {
+        let d = client
+            .describe_execution()
+            .execution_arn(e.execution_arn())
+            .send()
+            .await
+            .expect("describe execution");
+        out.push((
+            e.name().to_owned(),
+            d.input().unwrap_or_default().to_owned(),
+        ));
+    }
+    out
+}
+
+/// The shipped example plan, parsed (tests adjust endpoints and ids).
+pub fn example_plan() -> handover::plan::Plan {
+    handover::plan::Plan::from_json(include_str!("../../infra/plan.example.jsonc"))
+        .expect("example plan is valid")
 }

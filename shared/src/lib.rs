@@ -8,16 +8,22 @@
 //! - [`plan`]: the failover plan, a validated JSON document.
 //! - [`store`]: the DynamoDB state store (primary record and epoch, lock,
 //!   probe counters, approval keys, pause flag), conditional writes only.
+//! - [`detect`]: one detection tick: signals, rule, hysteresis, lock, StartExecution.
+//! - [`adapters`]: one adapter per AWS capability, behind traits named for the permission.
 //! - [`aws`]: the one place SDK clients are built from the environment.
+//! - [`execution`]: the execution document each step reads and adds to.
 //! - [`error`]: stable error names (`Handover.Transient`, …) for Step Functions.
 //! - [`telemetry`]: JSON logs and CloudWatch Embedded Metric Format lines.
 //! - [`config`]: environment variables and where the plan comes from.
 //! - [`clock`]: injectable time.
 
+pub mod adapters;
 pub mod aws;
 pub mod clock;
 pub mod config;
+pub mod detect;
 pub mod error;
+pub mod execution;
 pub mod plan;
 pub mod store;
 pub mod telemetry;

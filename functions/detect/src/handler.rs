@@ -1,0 +1,410 @@
+//! Parse the scheduled event, run one tick, report what it did.
+
+use aws_lambda_events::eventbridge::EventBridgeEvent;
+use chrono::Utc;
+use handover::adapters::{CloudWatch, HttpProbe, Route53, Sfn};
+use handover::aws::{Aws, GLOBAL_METRICS_REGION};
+use handover::config::{ConfigError, PlanSource, optional, required};
+use handover::detect::{Detector, Signals, TickReport};
+use handover::error::{FunctionError, parse_event};
+use handover::plan::Plan;
+use handover::store::Store;
+
+/// Built once per container.
+pub struct Deps {
+    plan: Plan,
+    store: Store,
+    probe: HttpProbe,
+    route53: Route53,
+    alarms: CloudWatch,
+    sfn: Sfn,
+    drill: bool,
+}
+
+impl Deps {
+    /// From `TABLE_NAME`, `STATE_MACHINE_ARN`, `AWS_REGION`, the plan
+    /// (`PLAN_PARAMETER` or `PLAN_FILE`) and `HANDOVER_DRILL` (`true` marks runs as drills).
+    pub async fn from_env() -> Result<Self, FunctionError> {
+        let aws = Aws::new();
+        let region = required("AWS_REGION")?;
+        let plan = PlanSource::from_env()?.load(&aws).await?;
+        let drill = match optional("HANDOVER_DRILL").as_deref() {
+            None | Some("false") => false,
+            Some("true") => true,
+            Some(other) => {
+                return Err(ConfigError::Invalid {
+                    name: "HANDOVER_DRILL",
+                    problem: format!("{other:?} is not true or false"),
+                }
+                .into());
+            }
+        };
+        let alarm_region = plan
+            .detection
+            .alarm
+            .as_ref()
+            .map_or(GLOBAL_METRICS_REGION, |a| a.region.as_str())
+            .to_owned();
+        Ok(Deps {
+            store: Store::new(aws.dynamodb(&region).await, required("TABLE_NAME")?),
+            probe: HttpProbe::new().map_err(|e| {
+                FunctionError::new(handover::error::ErrorName::Fatal, e.to_string())
+            })?,
+            route53: Route53::new(&aws).await,
+            alarms: CloudWatch::new(&aws, &alarm_region).await,
+            sfn: Sfn::new(&aws, &region, &required("STATE_MACHINE_ARN")?).await,
+            plan,
+            drill,
+        })
+    }
+}
+
+/// One tick. Only a scheduled event is accepted; anything else is
+/// `Handover.InvalidInput` and starts nothing.
+pub async fn handler(event: serde_json::Value, deps: &Deps) -> Result<TickReport, FunctionError> {
+    let event: EventBridgeEvent<serde_json::Value> = parse_event("scheduled event", event)?;
+    if event.source != "aws.events" || event.detail_type != "Scheduled Event" {
+        return Err(FunctionError::invalid_input(format!(
+            "expected an EventBridge scheduled event (source aws.events, detail-type \"Scheduled Event\"), got source {:?}, detail-type {:?}",
+            event.source, event.detail_type
+        )));
+    }
+    let tick = event
+        .time
+        .ok_or_else(|| FunctionError::invalid_input("scheduled event: missing field `time`"))?;
+    let detector = Detector {
+        plan: &deps.plan,
+        store: &deps.store,
+        signals: Signals {
+            endpoint: &deps.probe,
+            health: &deps.route53,
+            alarms: deps.plan.detection.alarm.as_ref().map(|_| &deps.alarms),
+        },
+        starter: &deps.sfn,
+        drill: deps.drill,
+    };
+    Ok(detector.tick(tick, Utc::now()).await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::{DateTime, Duration, TimeZone};
+    use handover::error::ErrorName;
+    use handover::store::control::Pause;
+    use handover_testkit::app::App;
+    use handover_testkit::{
+        aws, control, example_plan, executions, fresh_store, unique, waiting_state_machine,
+    };
+    use serde_json::{Value, json};
+
+    const SCHEDULED: &str = include_str!("../events/scheduled.json");
+    const NOT_SCHEDULED: &str = include_str!("../events/not-scheduled.json");
+
+    struct World {
+        deps: Deps,
+        aws: Aws,
+        app: App,
+        state_machine: String,
+    }
+
+    async fn world() -> World {
+        let aws = aws();
+        let app = App::start(200).await;
+        let mut plan = example_plan();
+        plan.regions.primary.endpoint = format!("{}/health", app.url);
+        plan.regions.primary.health_check_id = unique("hc-p");
+        plan.regions.standby.health_check_id = unique("hc-s");
+        plan.detection.alarm = None;
+        plan.detection.probe_timeout_ms = 300;
+        let store = fresh_store(&aws).await;
+        store
+            .init_primary(
+                &plan.regions.primary.region,
+                &plan.regions.primary.db_instance_id,
+                Utc::now(),
+            )
+            .await
+            .unwrap();
+        let state_machine = waiting_state_machine(&aws, "ap-northeast-1").await;
+        let deps = Deps {
+            store,
+            probe: HttpProbe::new().unwrap(),
+            route53: Route53::new(&aws).await,
+            alarms: CloudWatch::new(&aws, GLOBAL_METRICS_REGION).await,
+            sfn: Sfn::new(&aws, "ap-northeast-1", &state_machine).await,
+            plan,
+            drill: true,
+        };
+        World {
+            deps,
+            aws,
+            app,
+            state_machine,
+        }
+    }
+
+    impl World {
+        async fn p_down(&self) {
+            self.app.set_status(503);
+            control(
+                "health",
+                json!({ &self.deps.plan.regions.primary.health_check_id: false }),
+            )
+            .await;
+        }
+        async fn p_up(&self) {
+            self.app.set_status(200);
+            control(
+                "health",
+                json!({ &self.deps.plan.regions.primary.health_check_id: true }),
+            )
+            .await;
+        }
+        async fn tick(&self, at: DateTime<Utc>) -> TickReport {
+            let mut event: Value = serde_json::from_str(SCHEDULED).unwrap();
+            event["time"] = json!(at.to_rfc3339());
+            handler(event, &self.deps).await.unwrap()
+        }
+        async fn executions(&self) -> Vec<(String, String)> {
+            executions(&self.aws, "ap-northeast-1", &self.state_machine).await
+        }
+    }
+
+    fn minute(m: i64) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 11, 30, 14, 11, 55).unwrap() + Duration::minutes(m)
+    }
+
+    #[tokio::test]
+    async fn two_failing_ticks_then_a_success_start_nothing() {
+        let w = world().await;
+        w.p_down().await;
+        assert!(matches!(
+            w.tick(minute(0)).await,
+            TickReport::Suspect { consecutive: 1, .. }
+        ));
+        assert!(matches!(
+            w.tick(minute(1)).await,
+            TickReport::Suspect { consecutive: 2, .. }
+        ));
+        w.p_up().await;
+        assert!(matches!(
+            w.tick(minute(2)).await,
+            TickReport::Healthy { .. }
+        ));
+        w.p_down().await;
+        assert!(matches!(
+            w.tick(minute(3)).await,
+            TickReport::Suspect { consecutive: 1, .. }
+        ));
+        assert!(w.executions().await.is_empty());
+    }
+
+    #[tokio::test]
+    async fn three_failing_ticks_start_exactly_one_execution_with_t0_of_the_first() {
+        let w = world().await;
+        w.p_down().await;
+        w.tick(minute(0)).await;
+        w.tick(minute(1)).await;
+        let report = w.tick(minute(2)).await;
+        let TickReport::Started { incident_id, .. } = report else {
+            panic!("{report:?}")
+        };
+        assert_eq!(incident_id, "shop-ap-northeast-2-20261130T141155Z");
+        let runs = w.executions().await;
+        assert_eq!(runs.len(), 1);
+        assert_eq!(runs[0].0, incident_id);
+        let input: Value = serde_json::from_str(&runs[0].1).unwrap();
+        assert_eq!(input["t0"], "2026-11-30T14:11:55Z");
+        assert_eq!(input["incident_id"], incident_id);
+        assert_eq!(input["drill"], true);
+        assert_eq!(input["primary"]["epoch"], 1);
+        assert_eq!(input["standby"]["region"], "ap-northeast-1");
+        assert_eq!(input["plan"]["version"], "2026-11-30.1");
+        assert_eq!(
+            input["evidence"].as_array().unwrap().len(),
+            3,
+            "evidence of every failing tick"
+        );
+        assert_eq!(input["evidence"][0]["signals"][0]["name"], "endpoint");
+        assert_eq!(input["evidence"][0]["failed"], true);
+        // The input is a valid execution document for the next steps.
+        let _: handover::execution::ExecutionInput = serde_json::from_value(input).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_fourth_tick_and_a_retried_tick_start_no_second_execution() {
+        let w = world().await;
+        w.p_down().await;
+        for m in 0..3 {
+            w.tick(minute(m)).await;
+        }
+        assert!(
+            matches!(w.tick(minute(2)).await, TickReport::Duplicate { .. }),
+            "retried tick"
+        );
+        assert!(
+            matches!(w.tick(minute(3)).await, TickReport::AlreadyRunning { .. }),
+            "4th tick"
+        );
+        assert_eq!(w.executions().await.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_held_lock_is_logged_not_an_error() {
+        let w = world().await;
+        w.deps
+            .store
+            .acquire_lock("other-incident", "other", Utc::now(), Duration::hours(1))
+            .await
+            .unwrap();
+        w.p_down().await;
+        for m in 0..2 {
+            w.tick(minute(m)).await;
+        }
+        let report = w.tick(minute(2)).await;
+        assert!(matches!(report, TickReport::Locked { .. }), "{report:?}");
+        assert!(w.executions().await.is_empty());
+    }
+
+    #[tokio::test]
+    async fn pause_records_but_starts_nothing() {
+        let w = world().await;
+        let pause = Pause {
+            paused: true,
+            reason: Some("maintenance".into()),
+            by: Some("test".into()),
+        };
+        w.deps.store.set_pause(&pause, Utc::now()).await.unwrap();
+        w.p_down().await;
+        for m in 0..2 {
+            w.tick(minute(m)).await;
+        }
+        assert!(matches!(w.tick(minute(2)).await, TickReport::Paused { .. }));
+        assert!(w.executions().await.is_empty());
+        assert_eq!(
+            w.deps
+                .store
+                .probe_run("ap-northeast-2")
+                .await
+                .unwrap()
+                .consecutive_failures,
+            3
+        );
+    }
+
+    #[tokio::test]
+    async fn endpoint_down_but_health_check_green_is_not_a_failure() {
+        let w = world().await;
+        w.app.set_status(503);
+        control(
+            "health",
+            json!({ &w.deps.plan.regions.primary.health_check_id: true }),
+        )
+        .await;
+        for m in 0..4 {
+            assert!(matches!(
+                w.tick(minute(m)).await,
+                TickReport::Healthy { .. }
+            ));
+        }
+        assert!(w.executions().await.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_hanging_endpoint_counts_as_down_within_the_probe_timeout() {
+        let w = world().await;
+        w.p_down().await;
+        w.app.set_status(handover_testkit::app::HANG);
+        let started = std::time::Instant::now();
+        assert!(matches!(
+            w.tick(minute(0)).await,
+            TickReport::Suspect { .. }
+        ));
+        assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    }
+
+    #[tokio::test]
+    async fn after_a_failover_detect_watches_s_and_never_starts_without_a_standby() {
+        let w = world().await;
+        let s = &w.deps.plan.regions.standby;
+        w.deps
+            .store
+            .begin_fencing(1, "x", &s.region, Utc::now())
+            .await
+            .unwrap();
+        w.deps
+            .store
+            .claim_promotion(1, "x", Utc::now())
+            .await
+            .unwrap();
+        w.deps
+            .store
+            .complete_promotion(1, "x", &s.region, &s.db_instance_id, Utc::now())
+            .await
+            .unwrap();
+        // P stays dead; S is now watched.
+        w.p_down().await;
+        let s_app = App::start(503).await;
+        let mut deps_plan = w.deps.plan.clone();
+        deps_plan.regions.standby.endpoint = format!("{}/health", s_app.url);
+        control(
+            "health",
+            json!({ &deps_plan.regions.standby.health_check_id: false }),
+        )
+        .await;
+        let w = World {
+            deps: Deps {
+                plan: deps_plan,
+                ..w.deps
+            },
+            ..w
+        };
+        for m in 0..2 {
+            w.tick(minute(m)).await;
+        }
+        assert_eq!(
+            w.tick(minute(2)).await,
+            TickReport::NoStandby {
+                region: "ap-northeast-1".into()
+            }
+        );
+        assert!(
+            s_app.hits() >= 3,
+            "the new primary's endpoint is the one probed"
+        );
+        assert!(w.executions().await.is_empty());
+    }
+
+    #[tokio::test]
+    async fn an_unexpected_event_is_invalid_input_and_starts_nothing() {
+        let w = world().await;
+        w.p_down().await;
+        for m in 0..2 {
+            w.tick(minute(m)).await;
+        }
+        let err = handler(serde_json::from_str(NOT_SCHEDULED).unwrap(), &w.deps)
+            .await
+            .unwrap_err();
+        assert_eq!(err.name, ErrorName::InvalidInput);
+        assert!(err.message.contains("aws.ec2"), "{}", err.message);
+        for bad in [
+            json!({}),
+            json!("tick"),
+            json!({"detail-type": "Scheduled Event", "source": "aws.events", "detail": {}}),
+        ] {
+            let err = handler(bad.clone(), &w.deps).await.unwrap_err();
+            assert_eq!(err.name, ErrorName::InvalidInput, "{bad}");
+        }
+        assert!(w.executions().await.is_empty());
+        assert_eq!(
+            w.deps
+                .store
+                .probe_run("ap-northeast-2")
+                .await
+                .unwrap()
+                .consecutive_failures,
+            2
+        );
+    }
+}

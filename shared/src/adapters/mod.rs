@@ -1,0 +1,154 @@
+//! One adapter per AWS capability, each behind a small trait named for what
+//! it grants. A function's signature then documents its IAM policy, and the
+//! domain code never sees an SDK builder.
+//!
+//! | trait | IAM action(s) |
+//! |---|---|
+//! | [`HealthChecks`] | route53:GetHealthCheckStatus |
+//! | [`Alarms`] | cloudwatch:DescribeAlarms |
+//! | [`ReplicaLag`] | cloudwatch:GetMetricData |
+//! | [`DbInspector`] | rds:DescribeDBInstances |
+//! | [`ExecutionStarter`] | states:StartExecution |
+//! | [`EndpointProbe`] | none (HTTPS from the function) |
+
+pub mod cloudwatch;
+pub mod http;
+pub mod rds;
+pub mod route53;
+pub mod sfn;
+
+pub use cloudwatch::{Alarms, CloudWatch, LagSample, ReplicaLag};
+pub use http::{EndpointProbe, HttpProbe, ProbeResult};
+pub use rds::{DbInspector, DbInstance, Rds};
+pub use route53::{HealthChecks, Route53};
+pub use sfn::{ExecutionStarter, Sfn, StartOutcome};
+
+use crate::aws::{SdkError, is_transient};
+use crate::error::{Classify, ErrorName};
+use aws_smithy_types::error::metadata::ProvideErrorMetadata;
+use std::time::Duration;
+
+/// An AWS call failed or took too long.
+#[derive(Debug, thiserror::Error)]
+pub enum AwsError {
+    /// The call returned an error.
+    #[error("{service}:{op} in {region} failed: {code}")]
+    Call {
+        /// Service prefix, e.g. `rds`.
+        service: &'static str,
+        /// Operation, e.g. `DescribeDBInstances`.
+        op: &'static str,
+        /// Region called.
+        region: String,
+        /// AWS error code (or the kind of transport failure).
+        code: String,
+        /// Worth retrying?
+        transient: bool,
+        /// The SDK error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The call did not answer within its budget.
+    #[error("{service}:{op} in {region} timed out after {ms} ms")]
+    Timeout {
+        /// Service prefix.
+        service: &'static str,
+        /// Operation.
+        op: &'static str,
+        /// Region called.
+        region: String,
+        /// The budget.
+        ms: u128,
+    },
+    /// The answer lacked something we need.
+    #[error("{service}:{op} in {region}: {problem}")]
+    Shape {
+        /// Service prefix.
+        service: &'static str,
+        /// Operation.
+        op: &'static str,
+        /// Region called.
+        region: String,
+        /// What was missing.
+        problem: String,
+    },
+}
+
+impl AwsError {
+    /// The AWS error code, when the service answered with one.
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            AwsError::Call { code, .. } => Some(code),
+            _ => None,
+        }
+    }
+
+    /// Timed out or could not connect: the API is unreachable from here.
+    pub fn is_unreachable(&self) -> bool {
+        match self {
+            AwsError::Timeout { .. } => true,
+            AwsError::Call { code, .. } => {
+                code == "dispatch failure" || code == "timeout" || code == "response error"
+            }
+            AwsError::Shape { .. } => false,
+        }
+    }
+}
+
+impl Classify for AwsError {
+    fn error_name(&self) -> ErrorName {
+        match self {
+            AwsError::Timeout { .. }
+            | AwsError::Call {
+                transient: true, ..
+            } => ErrorName::Transient,
+            _ => ErrorName::Fatal,
+        }
+    }
+}
+
+pub(crate) fn call_error<E, R>(
+    service: &'static str,
+    op: &'static str,
+    region: &str,
+    err: SdkError<E, R>,
+) -> AwsError
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    let code = match &err {
+        SdkError::ServiceError(se) => se.err().code().unwrap_or("unknown").to_owned(),
+        SdkError::TimeoutError(_) => "timeout".into(),
+        SdkError::DispatchFailure(_) => "dispatch failure".into(),
+        SdkError::ResponseError(_) => "response error".into(),
+        _ => "construction failure".into(),
+    };
+    AwsError::Call {
+        service,
+        op,
+        region: region.to_owned(),
+        transient: is_transient(&err),
+        code,
+        source: Box::new(err),
+    }
+}
+
+/// Run `fut` with a time budget; a miss is [`AwsError::Timeout`].
+pub(crate) async fn bounded<T>(
+    service: &'static str,
+    op: &'static str,
+    region: &str,
+    budget: Duration,
+    fut: impl std::future::Future<Output = Result<T, AwsError>>,
+) -> Result<T, AwsError> {
+    match tokio::time::timeout(budget, fut).await {
+        Ok(r) => r,
+        Err(_) => Err(AwsError::Timeout {
+            service,
+            op,
+            region: region.to_owned(),
+            ms: budget.as_millis(),
+        }),
+    }
+}

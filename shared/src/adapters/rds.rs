@@ -1,0 +1,126 @@
+//! RDS: describing instances (rds:DescribeDBInstances). The fence and
+//! promotion traits live with their steps and reuse [`Rds`].
+
+use super::{AwsError, bounded, call_error};
+use crate::aws::Aws;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+use tracing::instrument;
+
+/// What Handover needs to know about a DB instance.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DbInstance {
+    /// Identifier.
+    pub id: String,
+    /// ARN.
+    pub arn: String,
+    /// `available`, `modifying`, `backing-up`, …
+    pub status: String,
+    /// Source of replication, if this is a read replica (identifier or ARN).
+    pub replication_source: Option<String>,
+    /// Replicas of this instance (identifiers or ARNs).
+    pub replicas: Vec<String>,
+    /// VPC security groups attached.
+    pub security_groups: Vec<String>,
+    /// Master user name.
+    pub master_username: Option<String>,
+    /// Automated backup retention, days.
+    pub backup_retention_days: i32,
+    /// Latest restorable time: set once an automated backup exists.
+    pub latest_restorable_time: Option<DateTime<Utc>>,
+    /// Endpoint address.
+    pub endpoint: Option<String>,
+}
+
+/// Describe DB instances.
+pub trait DbInspector {
+    /// Describe `id`; `Ok(None)` when it does not exist.
+    fn describe(
+        &self,
+        id: &str,
+        budget: Duration,
+    ) -> impl std::future::Future<Output = Result<Option<DbInstance>, AwsError>> + Send;
+}
+
+/// RDS in one Region.
+#[derive(Debug, Clone)]
+pub struct Rds {
+    client: aws_sdk_rds::Client,
+    region: String,
+}
+
+impl Rds {
+    /// RDS in `region`.
+    pub async fn new(aws: &Aws, region: &str) -> Self {
+        Self {
+            client: aws.rds(region).await,
+            region: region.to_owned(),
+        }
+    }
+
+    /// The Region.
+    pub fn region(&self) -> &str {
+        &self.region
+    }
+
+    /// The SDK client, for the RDS adapters of other steps.
+    pub fn client(&self) -> &aws_sdk_rds::Client {
+        &self.client
+    }
+}
+
+fn to_time(t: Option<&aws_sdk_rds::primitives::DateTime>) -> Option<DateTime<Utc>> {
+    t.and_then(|t| DateTime::<Utc>::from_timestamp_millis(t.to_millis().ok()?))
+}
+
+impl From<&aws_sdk_rds::types::DbInstance> for DbInstance {
+    fn from(d: &aws_sdk_rds::types::DbInstance) -> Self {
+        DbInstance {
+            id: d.db_instance_identifier().unwrap_or_default().to_owned(),
+            arn: d.db_instance_arn().unwrap_or_default().to_owned(),
+            status: d.db_instance_status().unwrap_or("unknown").to_owned(),
+            replication_source: d
+                .read_replica_source_db_instance_identifier()
+                .map(str::to_owned),
+            replicas: d.read_replica_db_instance_identifiers().to_vec(),
+            security_groups: d
+                .vpc_security_groups()
+                .iter()
+                .filter_map(|g| g.vpc_security_group_id().map(str::to_owned))
+                .collect(),
+            master_username: d.master_username().map(str::to_owned),
+            backup_retention_days: d.backup_retention_period().unwrap_or(0),
+            latest_restorable_time: to_time(d.latest_restorable_time()),
+            endpoint: d.endpoint().and_then(|e| e.address()).map(str::to_owned),
+        }
+    }
+}
+
+impl DbInspector for Rds {
+    #[instrument(skip(self), fields(region = %self.region))]
+    async fn describe(&self, id: &str, budget: Duration) -> Result<Option<DbInstance>, AwsError> {
+        bounded("rds", "DescribeDBInstances", &self.region, budget, async {
+            match self
+                .client
+                .describe_db_instances()
+                .db_instance_identifier(id)
+                .send()
+                .await
+            {
+                Ok(out) => Ok(out.db_instances().first().map(DbInstance::from)),
+                Err(e) => {
+                    let err = call_error("rds", "DescribeDBInstances", &self.region, e);
+                    if err.code() == Some("DBInstanceNotFound")
+                        || err.code() == Some("DBInstanceNotFoundFault")
+                    {
+                        Ok(None)
+                    } else {
+                        Err(err)
+                    }
+                }
+            }
+        })
+        .await
+    }
+}

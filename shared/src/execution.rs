@@ -1,0 +1,312 @@
+//! The execution document: what `detect` starts a run with, and what each
+//! step adds under its own key (`ResultPath`). Every task receives the whole
+//! document and returns only its own part.
+//!
+//! ```text
+//! { incident_id, drill, t0, detected_at, primary, standby, evidence, plan,   <- detect
+//!   diagnosis,                                                               <- Diagnose
+//!   approval,                                                                <- RequestApproval (task token)
+//!   recheck,                                                                 <- Recheck (diagnose again)
+//!   fence, promotion, switch, verify }                                       <- the failover steps
+//! ```
+
+use crate::plan::Plan;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The execution input `detect` builds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExecutionInput {
+    /// Incident id; also the execution name.
+    pub incident_id: String,
+    /// A drill (exercise) rather than a real failover.
+    #[serde(default)]
+    pub drill: bool,
+    /// First failing probe of the run.
+    pub t0: DateTime<Utc>,
+    /// When detect decided to fail over.
+    pub detected_at: DateTime<Utc>,
+    /// The side that is down, as the primary record named it.
+    pub primary: Side,
+    /// The side to fail over to.
+    pub standby: Side,
+    /// Evidence of every failing tick (JSON documents from detect).
+    #[serde(default)]
+    pub evidence: Vec<Value>,
+    /// The plan that runs, snapshotted at detection.
+    pub plan: Plan,
+}
+
+/// One side of the failover.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Side {
+    /// AWS Region.
+    pub region: String,
+    /// Database identifier.
+    pub db_instance_id: String,
+    /// Epoch of the primary record when the run started (primary side only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epoch: Option<i64>,
+}
+
+/// The execution document as a task receives it: the input plus what
+/// earlier steps added. Unknown keys are kept, so a step never drops another's output.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExecutionState {
+    /// What detect started the run with.
+    #[serde(flatten)]
+    pub input: ExecutionInput,
+    /// Step outputs, by key.
+    #[serde(flatten)]
+    pub steps: serde_json::Map<String, Value>,
+}
+
+impl ExecutionState {
+    /// The output a step stored under `key`, typed.
+    pub fn step<T: serde::de::DeserializeOwned>(
+        &self,
+        key: &str,
+    ) -> Result<Option<T>, crate::error::FunctionError> {
+        match self.steps.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => crate::error::parse_event(&format!("$.{key}"), v.clone()).map(Some),
+        }
+    }
+
+    /// Like [`Self::step`], but the step must have run.
+    pub fn require<T: serde::de::DeserializeOwned>(
+        &self,
+        key: &str,
+    ) -> Result<T, crate::error::FunctionError> {
+        self.step(key)?.ok_or_else(|| {
+            crate::error::FunctionError::invalid_input(format!(
+                "$.{key}: missing (the step that writes it has not run)"
+            ))
+        })
+    }
+}
+
+/// The decision the `slack` function sends back with SendTaskSuccess; it
+/// lands at `$.approval`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalResult {
+    /// `approve` (a reject is sent as SendTaskFailure `Handover.Rejected`).
+    pub decision: crate::store::approval::Decision,
+    /// Slack user id of the approver.
+    pub approver_id: String,
+    /// Their name from the plan's allow-list.
+    pub approver_name: String,
+    /// When they clicked.
+    pub decided_at: DateTime<Utc>,
+    /// When the question was asked.
+    pub requested_at: DateTime<Utc>,
+    /// The button they clicked acknowledged possible data loss (RPO over target).
+    pub data_loss_acknowledged: bool,
+}
+
+/// One observation, from diagnose or detect.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Evidence {
+    /// Where it came from, e.g. `rds:ap-northeast-2:DescribeDBInstances`.
+    pub source: String,
+    /// What was seen, in words, e.g. `status=available` or `timed out after 5000 ms`.
+    pub observation: String,
+    /// When.
+    pub at: DateTime<Utc>,
+    /// Does it support "P is down"? `None` when it says nothing either way.
+    pub supports_p_down: Option<bool>,
+}
+
+/// A hypothesis with evidence for and against (indices into `evidence` are
+/// avoided: moto's JSONPath mishandles arrays, so the texts are copied).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Hypothesis {
+    /// Stable id, e.g. `regional_outage`.
+    pub id: String,
+    /// Title, e.g. "Regional outage in P".
+    pub title: String,
+    /// Evidence that supports it.
+    pub evidence_for: Vec<String>,
+    /// Evidence that speaks against it.
+    pub evidence_against: Vec<String>,
+    /// `likely`, `possible` or `unlikely`, from the counts.
+    pub standing: String,
+}
+
+/// Risk levels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RiskLevel {
+    /// Healthy replica, small lag.
+    Low,
+    /// Something is off but failover is sound.
+    Medium,
+    /// Failover will lose data over the target or has unknowns.
+    High,
+    /// Failover is impossible (no usable replica).
+    Blocked,
+}
+
+/// What the deterministic rules recommend. The state machine's Choice reads
+/// only `action` (never any AI text).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    /// P is down and S can take over: ask a person.
+    FailOver,
+    /// P answers again (or never was down): do nothing.
+    Recovered,
+    /// No usable replica: a person must act.
+    Escalate,
+}
+
+/// diagnose's output, at `$.diagnosis` (and `$.recheck` after approval).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Diagnosis {
+    /// When the snapshot was taken.
+    pub observed_at: DateTime<Utc>,
+    /// Everything observed.
+    pub evidence: Vec<Evidence>,
+    /// Hypotheses with evidence for and against.
+    pub hypotheses: Vec<Hypothesis>,
+    /// Risk level.
+    pub risk: RiskLevel,
+    /// The rule that set the risk, in words.
+    pub risk_rule: String,
+    /// Replica lag now, seconds (`None` when unknown; -1 means replication stopped).
+    pub rpo_estimate_s: Option<f64>,
+    /// The RPO target from the plan.
+    pub rpo_target_s: u64,
+    /// Estimated RPO exceeds the target: approval must acknowledge data loss.
+    pub rpo_over_target: bool,
+    /// What the rules recommend (the only field a Choice state reads).
+    pub action: Action,
+    /// Why.
+    pub reasons: Vec<String>,
+    /// Short plain-language summary for Slack.
+    pub summary: String,
+    /// Optional AI explanation: advisory text, never read by the state machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub explanation: Option<String>,
+}
+
+/// Fence outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FenceOutcome {
+    /// The deny-all group is attached (seen in a describe).
+    Confirmed,
+    /// P's API was unreachable or timed out.
+    Unconfirmed,
+}
+
+/// fence's output, at `$.fence`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FenceResult {
+    /// Confirmed or unconfirmed.
+    pub outcome: FenceOutcome,
+    /// The plan's policy for unconfirmed fences.
+    pub policy: crate::plan::OnUnconfirmed,
+    /// May the run go on? (confirmed, or unconfirmed with policy `proceed`)
+    pub may_proceed: bool,
+    /// Security groups P's DB had before, for failback.
+    pub previous_security_groups: Vec<String>,
+    /// The fence group attached.
+    pub fence_security_group: String,
+    /// When the transition was claimed.
+    pub started_at: DateTime<Utc>,
+    /// When the fence was confirmed (or given up on).
+    pub fenced_at: DateTime<Utc>,
+    /// The epoch the run holds.
+    pub epoch: i64,
+    /// Details (errors when unconfirmed).
+    pub detail: String,
+}
+
+/// Promotion status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PromotionStatus {
+    /// Modifying / rebooting: poll again.
+    Promoting,
+    /// Standalone, available, and the primary record names S.
+    Promoted,
+}
+
+/// promote's output, at `$.promotion` (the start call and every status poll).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PromotionResult {
+    /// Where it is.
+    pub status: PromotionStatus,
+    /// Replica lag recorded just before the promotion call: the RPO, seconds.
+    pub rpo_s: f64,
+    /// When that lag sample was taken.
+    pub lag_sampled_at: DateTime<Utc>,
+    /// When the promotion call was accepted.
+    pub promote_started_at: DateTime<Utc>,
+    /// When it was seen complete.
+    #[serde(default)]
+    pub promoted_at: Option<DateTime<Utc>>,
+    /// promoted_at - promote_started_at, seconds.
+    #[serde(default)]
+    pub duration_s: Option<f64>,
+    /// Epoch of the primary record after promotion (start epoch + 1).
+    #[serde(default)]
+    pub epoch: Option<i64>,
+    /// Status polls so far.
+    #[serde(default)]
+    pub polls: u32,
+    /// Instance status seen last.
+    pub db_status: String,
+}
+
+/// One change `switch` made, with the value before (for failback).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Change {
+    /// What changed, e.g. `route53:health_check:<id>:inverted`.
+    pub what: String,
+    /// Value before.
+    pub previous: Option<String>,
+    /// Value after.
+    pub now: String,
+}
+
+/// switch's output, at `$.switch`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SwitchResult {
+    /// The mode used.
+    pub mode: crate::plan::SwitchMode,
+    /// When traffic and writers point at S.
+    pub switched_at: DateTime<Utc>,
+    /// Every change, with previous values.
+    pub changes: Vec<Change>,
+}
+
+/// One verify check.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Check {
+    /// Passed before the deadline?
+    pub ok: bool,
+    /// Attempts made.
+    pub attempts: u32,
+    /// First success.
+    pub first_success_at: Option<DateTime<Utc>>,
+    /// Last failure seen, if any.
+    pub last_error: Option<String>,
+    /// What was checked, e.g. the answer or the row written.
+    pub detail: String,
+}
+
+/// verify's output, at `$.verify`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VerifyResult {
+    /// The public name answers with S.
+    pub dns: Check,
+    /// GET on the public name returns 200: first success is the read-RTO point.
+    pub read: Check,
+    /// The write canary: first success is the write-RTO point.
+    pub write: Check,
+    /// When verification started.
+    pub started_at: DateTime<Utc>,
+}
