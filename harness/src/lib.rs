@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 pub mod app;
 pub mod logs;
+pub mod world;
 
 /// The Region tests use for the Handover table (Region S in the plans).
 pub const TEST_REGION: &str = "ap-northeast-1";

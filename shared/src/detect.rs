@@ -222,7 +222,8 @@ pub async fn probe<E: EndpointProbe, H: HealthChecks, A: Alarms>(
             },
         })
     };
-    let (endpoint, health, alarm) = tokio::join!(endpoint, health, alarm);
+    let (endpoint, health, alarm) =
+        tokio::join!(Box::pin(endpoint), Box::pin(health), Box::pin(alarm));
     let mut all = vec![endpoint, health];
     all.extend(alarm);
     let failed = verdict(d.rule, &all);

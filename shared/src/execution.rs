@@ -63,6 +63,23 @@ pub struct ExecutionState {
 }
 
 impl ExecutionState {
+    /// Parse a task's event. The plan is validated first, so a bad plan
+    /// names its field (`plan.regions.standby.db_instance_id: missing`).
+    pub fn from_event(event: Value) -> Result<Self, crate::error::FunctionError> {
+        match event.get("plan") {
+            Some(plan) => {
+                Plan::from_value(plan.clone())?;
+            }
+            None if event.is_object() => {
+                return Err(crate::error::FunctionError::invalid_input(
+                    "execution document: missing field `plan`",
+                ));
+            }
+            None => {}
+        }
+        crate::error::parse_event("execution document", event)
+    }
+
     /// The output a step stored under `key`, typed.
     pub fn step<T: serde::de::DeserializeOwned>(
         &self,
@@ -309,4 +326,53 @@ pub struct VerifyResult {
     pub write: Check,
     /// When verification started.
     pub started_at: DateTime<Utc>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn doc() -> Value {
+        let plan: Value = serde_json::to_value(
+            Plan::from_json(include_str!("../../infra/plan.example.jsonc")).unwrap(),
+        )
+        .unwrap();
+        json!({
+            "incident_id": "inc", "drill": true, "t0": "2026-11-30T14:11:55Z",
+            "detected_at": "2026-11-30T14:14:00Z",
+            "primary": {"region": "ap-northeast-2", "db_instance_id": "shop-db", "epoch": 1},
+            "standby": {"region": "ap-northeast-1", "db_instance_id": "shop-db-replica"},
+            "evidence": [], "plan": plan,
+            "diagnosis": {"anything": 1},
+            "fence": {"outcome": "confirmed"}
+        })
+    }
+
+    #[test]
+    fn step_outputs_survive_a_round_trip() {
+        let state = ExecutionState::from_event(doc()).unwrap();
+        assert_eq!(state.input.incident_id, "inc");
+        assert_eq!(state.steps["diagnosis"], json!({"anything": 1}));
+        let back = serde_json::to_value(&state).unwrap();
+        assert_eq!(back["fence"]["outcome"], "confirmed");
+        assert_eq!(back["primary"]["epoch"], 1);
+        assert!(
+            state.steps.get("plan").is_none(),
+            "input fields are not duplicated as steps"
+        );
+    }
+
+    #[test]
+    fn a_missing_step_is_named() {
+        let state = ExecutionState::from_event(doc()).unwrap();
+        let err = state.require::<FenceResult>("promotion").unwrap_err();
+        assert!(
+            err.message.contains("$.promotion: missing"),
+            "{}",
+            err.message
+        );
+        let err = state.require::<FenceResult>("fence").unwrap_err();
+        assert!(err.message.contains("$.fence"), "{}", err.message);
+    }
 }

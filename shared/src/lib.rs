@@ -9,6 +9,7 @@
 //! - [`store`]: the DynamoDB state store (primary record and epoch, lock,
 //!   probe counters, approval keys, pause flag), conditional writes only.
 //! - [`detect`]: one detection tick: signals, rule, hysteresis, lock, StartExecution.
+//! - [`diagnose`]: a bounded snapshot of both sides and the deterministic rules.
 //! - [`adapters`]: one adapter per AWS capability, behind traits named for the permission.
 //! - [`aws`]: the one place SDK clients are built from the environment.
 //! - [`execution`]: the execution document each step reads and adds to.
@@ -22,6 +23,7 @@ pub mod aws;
 pub mod clock;
 pub mod config;
 pub mod detect;
+pub mod diagnose;
 pub mod error;
 pub mod execution;
 pub mod plan;

@@ -1,0 +1,285 @@
+//! The rules as a table: the same evidence gives the same assessment.
+
+use super::*;
+use crate::execution::{Action, RiskLevel};
+use chrono::TimeZone;
+
+fn plan() -> Plan {
+    Plan::from_json(include_str!("../../../infra/plan.example.jsonc")).unwrap()
+}
+
+fn t() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, 30, 14, 13, 0).unwrap()
+}
+
+fn probe(status: Option<u16>) -> ProbeResult {
+    ProbeResult {
+        status,
+        error: status.is_none().then(|| "timed out after 3000 ms".into()),
+        latency_ms: 12,
+        at: t(),
+    }
+}
+
+fn db(id: &str, status: &str, source: Option<&str>) -> DbInstance {
+    DbInstance {
+        id: id.into(),
+        arn: format!("arn:aws:rds:x:123456789012:db:{id}"),
+        status: status.into(),
+        replication_source: source.map(str::to_owned),
+        replicas: vec![],
+        security_groups: vec!["sg-app".into()],
+        master_username: Some("admin".into()),
+        backup_retention_days: 0,
+        latest_restorable_time: None,
+        endpoint: None,
+    }
+}
+
+/// P fully down, S healthy with `lag` seconds of lag.
+fn down(lag: f64) -> Snapshot {
+    Snapshot {
+        observed_at: t(),
+        p_app: probe(None),
+        s_app: probe(Some(200)),
+        p_health: Ok(0.0),
+        s_health: Ok(1.0),
+        p_db: Err("rds:DescribeDBInstances in ap-northeast-2 timed out after 5000 ms".into()),
+        s_db: Ok(Some(db(
+            "shop-db-replica",
+            "available",
+            Some("arn:aws:rds:ap-northeast-2:123456789012:db:shop-db"),
+        ))),
+        lag: Ok(Some(LagSample {
+            seconds: lag,
+            at: t(),
+        })),
+    }
+}
+
+fn standing(d: &Diagnosis, id: &str) -> String {
+    d.hypotheses
+        .iter()
+        .find(|h| h.id == id)
+        .unwrap()
+        .standing
+        .clone()
+}
+
+#[test]
+fn rule_table() {
+    struct Case {
+        name: &'static str,
+        snap: Snapshot,
+        action: Action,
+        risk: RiskLevel,
+        rule_prefix: &'static str,
+        over: bool,
+    }
+    let cases = vec![
+        Case {
+            name: "healthy replica, lag 5 s",
+            snap: down(5.0),
+            action: Action::FailOver,
+            risk: RiskLevel::Low,
+            rule_prefix: "healthy_replica",
+            over: false,
+        },
+        Case {
+            name: "lag 300 s",
+            snap: down(300.0),
+            action: Action::FailOver,
+            risk: RiskLevel::High,
+            rule_prefix: "rpo_over_target",
+            over: true,
+        },
+        Case {
+            name: "lag -1",
+            snap: down(-1.0),
+            action: Action::Escalate,
+            risk: RiskLevel::Blocked,
+            rule_prefix: "blocked: ReplicaLag is -1",
+            over: true,
+        },
+        Case {
+            name: "replica missing",
+            snap: Snapshot {
+                s_db: Ok(None),
+                ..down(5.0)
+            },
+            action: Action::Escalate,
+            risk: RiskLevel::Blocked,
+            rule_prefix: "blocked: no replica",
+            over: false,
+        },
+        Case {
+            name: "replica not of P",
+            snap: Snapshot {
+                s_db: Ok(Some(db("shop-db-replica", "available", None))),
+                ..down(5.0)
+            },
+            action: Action::Escalate,
+            risk: RiskLevel::Blocked,
+            rule_prefix: "blocked: shop-db-replica is not a replica of shop-db",
+            over: false,
+        },
+        Case {
+            name: "replica storage-full",
+            snap: Snapshot {
+                s_db: Ok(Some(db("shop-db-replica", "storage-full", Some("shop-db")))),
+                ..down(5.0)
+            },
+            action: Action::Escalate,
+            risk: RiskLevel::Blocked,
+            rule_prefix: "blocked: replica status is storage-full",
+            over: false,
+        },
+        Case {
+            name: "S's RDS API unreachable",
+            snap: Snapshot {
+                s_db: Err("timed out".into()),
+                ..down(5.0)
+            },
+            action: Action::Escalate,
+            risk: RiskLevel::Blocked,
+            rule_prefix: "blocked: replica status unknown",
+            over: false,
+        },
+        Case {
+            name: "no lag sample",
+            snap: Snapshot {
+                lag: Ok(None),
+                ..down(5.0)
+            },
+            action: Action::FailOver,
+            risk: RiskLevel::High,
+            rule_prefix: "lag_unknown",
+            over: false,
+        },
+        Case {
+            name: "P recovered",
+            snap: Snapshot {
+                p_app: probe(Some(200)),
+                p_health: Ok(1.0),
+                ..down(5.0)
+            },
+            action: Action::Recovered,
+            risk: RiskLevel::Low,
+            rule_prefix: "p_recovered",
+            over: false,
+        },
+        Case {
+            name: "P's DB healthy, only the app down",
+            snap: Snapshot {
+                p_db: Ok(Some(db("shop-db", "available", None))),
+                ..down(5.0)
+            },
+            action: Action::FailOver,
+            risk: RiskLevel::Medium,
+            rule_prefix: "p_db_healthy",
+            over: false,
+        },
+        Case {
+            name: "S app not ready",
+            snap: Snapshot {
+                s_app: probe(Some(503)),
+                ..down(5.0)
+            },
+            action: Action::FailOver,
+            risk: RiskLevel::Medium,
+            rule_prefix: "s_not_ready",
+            over: false,
+        },
+    ];
+    let plan = plan();
+    for c in cases {
+        let d = rules::assess(&plan, &c.snap);
+        assert_eq!(d.action, c.action, "{}", c.name);
+        assert_eq!(d.risk, c.risk, "{}", c.name);
+        assert!(
+            d.risk_rule.starts_with(c.rule_prefix),
+            "{}: {}",
+            c.name,
+            d.risk_rule
+        );
+        assert_eq!(d.rpo_over_target, c.over, "{}", c.name);
+        assert_eq!(d.rpo_target_s, 60);
+        assert_eq!(d.hypotheses.len(), 5, "{}", c.name);
+        assert!(!d.summary.is_empty());
+        // Deterministic: the same snapshot gives the same diagnosis.
+        assert_eq!(d, rules::assess(&plan, &c.snap), "{}", c.name);
+    }
+}
+
+#[test]
+fn the_rpo_estimate_is_the_lag() {
+    let d = rules::assess(&plan(), &down(5.0));
+    assert_eq!(d.rpo_estimate_s, Some(5.0));
+    assert!(
+        d.summary.contains("replica lag 5 s (target 60 s)"),
+        "{}",
+        d.summary
+    );
+    assert!(
+        d.summary
+            .contains("Recommend failing over to ap-northeast-1"),
+        "{}",
+        d.summary
+    );
+}
+
+#[test]
+fn hypotheses_follow_the_evidence() {
+    let plan = plan();
+    let outage = rules::assess(&plan, &down(5.0));
+    assert_eq!(standing(&outage, "regional_outage"), "likely");
+    assert_eq!(standing(&outage, "false_alarm"), "unlikely");
+    assert_eq!(standing(&outage, "replica_broken"), "unlikely");
+
+    let app_only = rules::assess(
+        &plan,
+        &Snapshot {
+            p_db: Ok(Some(db("shop-db", "available", None))),
+            ..down(5.0)
+        },
+    );
+    assert_eq!(standing(&app_only, "application_failure"), "likely");
+    assert_ne!(standing(&app_only, "regional_outage"), "likely");
+
+    let partition = rules::assess(
+        &plan,
+        &Snapshot {
+            p_health: Ok(1.0),
+            ..down(5.0)
+        },
+    );
+    assert_eq!(standing(&partition, "network_partition"), "likely");
+
+    let broken = rules::assess(&plan, &down(-1.0));
+    assert_eq!(standing(&broken, "replica_broken"), "likely");
+}
+
+#[test]
+fn every_evidence_item_names_its_source() {
+    let d = rules::assess(&plan(), &down(5.0));
+    let sources: Vec<&str> = d.evidence.iter().map(|e| e.source.as_str()).collect();
+    assert!(
+        sources.contains(&"rds:ap-northeast-2:DescribeDBInstances:shop-db"),
+        "{sources:?}"
+    );
+    assert!(
+        sources.contains(&"cloudwatch:ap-northeast-1:ReplicaLag:shop-db-replica"),
+        "{sources:?}"
+    );
+    let p_db = d
+        .evidence
+        .iter()
+        .find(|e| e.source.starts_with("rds:ap-northeast-2"))
+        .unwrap();
+    assert!(
+        p_db.observation.contains("timed out"),
+        "a timeout is evidence: {}",
+        p_db.observation
+    );
+    assert_eq!(p_db.supports_p_down, Some(true));
+}
