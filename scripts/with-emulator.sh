@@ -8,12 +8,14 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/venv.sh"
 state=$(mktemp -d "${TMPDIR:-/tmp}/handover-emulator.XXXXXX")
+chmod 755 "$state"
 ready="$state/ready.json"
 "$root/.venv/bin/python" "$root/harness/py/handover_emulator.py" --ready-file "$ready" \
   ${HANDOVER_LAMBDA_UPSTREAM:+--lambda-upstream "$HANDOVER_LAMBDA_UPSTREAM"} \
   >"$state/emulator.log" 2>&1 &
 pid=$!
 cleanup() {
+  "$root/scripts/postgres.sh" stop "$state/pg" || true
   kill "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
   rm -rf "$state"
@@ -33,6 +35,15 @@ export AWS_ENDPOINT_URL="$endpoint" HANDOVER_TEST_AWS_ENDPOINT="$endpoint"
 export AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION="${AWS_REGION:-ap-northeast-1}"
 unset AWS_PROFILE AWS_SESSION_TOKEN
 echo "==> emulator at $endpoint"
+# PostgreSQL for the write canary. Under CI it must start; elsewhere its tests fail with a message.
+if pg_port=$("$root/scripts/postgres.sh" start "$state/pg" 2>"$state/pg.err"); then
+  export HANDOVER_TEST_PG="host=127.0.0.1 port=$pg_port user=handover password=$(cat "$state/pg/password")"
+  echo "==> postgres at 127.0.0.1:$pg_port"
+elif [ "${CI:-}" = true ]; then
+  echo "PostgreSQL failed to start under CI:" >&2; cat "$state/pg.err" >&2; exit 1
+else
+  echo "==> postgres unavailable ($(head -c 200 "$state/pg.err")); canary tests will fail" >&2
+fi
 set +e
 "$@"
 status=$?

@@ -14,6 +14,8 @@ One process, two listeners on 127.0.0.1:
   - Route 53 behaviour moto does not have: GetHealthCheckStatus answers from
     statuses the test or drill sets (moto always says healthy), and
     TestDNSAnswer resolves the failover records moto holds with those statuses;
+  - DynamoDB calls are serialised, because moto's backend is not thread-safe
+    and DynamoDB's conditional writes are atomic;
   - injected faults per service and Region (timeouts, 5xx) so tests can make
     "P's database API is unreachable" true;
   - everything else goes to moto unchanged.
@@ -95,6 +97,10 @@ class World:
         self.faults: dict[str, dict] = {}  # "service:region" -> {"mode": "timeout"|"error", "seconds": n}
         self.health: dict[str, bool] = {}  # health check id -> healthy?
         self.calls: list[dict] = []
+        # moto's DynamoDB backend is not thread-safe: two concurrent conditional
+        # writes can both pass their condition. DynamoDB applies each write to an
+        # item atomically, so the router serialises DynamoDB calls to match.
+        self.dynamodb = threading.Lock()
 
     def reset(self) -> None:
         with self.lock:
@@ -109,6 +115,16 @@ SCOPE = re.compile(r"Credential=[^/]+/\d{8}/([^/]+)/([^/]+)/aws4_request")
 def service_region(headers) -> tuple[str, str]:
     m = SCOPE.search(headers.get("Authorization", ""))
     return (m.group(2), m.group(1)) if m else ("", "")
+
+
+def target_of(headers, body: bytes) -> str:
+    """The resource a call names, for exact-call assertions (RDS identifiers)."""
+    if "x-www-form-urlencoded" in headers.get("Content-Type", "") and body:
+        q = urllib.parse.parse_qs(body.decode("utf-8", "replace"))
+        for key in ("DBInstanceIdentifier", "GlobalClusterIdentifier", "Name", "HealthCheckId"):
+            if key in q:
+                return q[key][0]
+    return ""
 
 
 def action_of(headers, path: str, body: bytes) -> str:
@@ -170,7 +186,8 @@ def make_handler(world: World):
             service, region = service_region(self.headers)
             action = action_of(self.headers, path, body)
             with world.lock:
-                world.calls.append({"service": service, "region": region, "action": action, "t": time.time()})
+                world.calls.append({"service": service, "region": region, "action": action,
+                                    "target": target_of(self.headers, body), "t": time.time()})
                 fault = world.faults.get(f"{service}:{region}") or world.faults.get(f"{service}:*")
             if fault:
                 if fault.get("mode") == "timeout":
@@ -186,6 +203,9 @@ def make_handler(world: World):
                     return self._health_status(m.group(1))
                 if path.startswith("/2013-04-01/testdnsanswer") and method == "GET":
                     return self._test_dns_answer(path)
+            if service == "dynamodb":
+                with world.dynamodb:
+                    return self._proxy(method, path, body)
             self._proxy(method, path, body)
 
         # -- moto -------------------------------------------------------------

@@ -83,6 +83,22 @@ pub async fn control(path: &str, body: serde_json::Value) -> serde_json::Value {
         .expect("router control answer")
 }
 
+/// How many times the router saw `action` naming `target` (e.g. an RDS identifier).
+pub async fn count_calls(action: &str, target: &str) -> usize {
+    let url = format!("{}/_handover/calls", endpoint());
+    let v: serde_json::Value = reqwest::get(url)
+        .await
+        .expect("router calls")
+        .json()
+        .await
+        .expect("json");
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["action"] == action && c["target"] == target)
+        .count()
+}
+
 /// The AWS calls the router has seen: (service, region, action).
 pub async fn calls() -> Vec<(String, String, String)> {
     let url = format!("{}/_handover/calls", endpoint());

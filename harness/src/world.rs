@@ -86,3 +86,213 @@ pub fn unique_plan() -> Plan {
     plan.fence.timeout_ms = 1_500;
     plan
 }
+
+/// The execution document of a run started at epoch 1 on `plan`, with the
+/// given step outputs already in place (e.g. `approval`, `fence`).
+pub fn run_state(plan: &Plan, steps: serde_json::Value) -> handover::execution::ExecutionState {
+    use handover::execution::{ExecutionInput, ExecutionState, Side};
+    let now = chrono::Utc::now();
+    let input = ExecutionInput {
+        incident_id: crate::unique("incident"),
+        drill: true,
+        t0: now - chrono::Duration::minutes(3),
+        detected_at: now,
+        primary: Side {
+            region: plan.regions.primary.region.clone(),
+            db_instance_id: plan.regions.primary.db_instance_id.clone(),
+            epoch: Some(1),
+        },
+        standby: Side {
+            region: plan.regions.standby.region.clone(),
+            db_instance_id: plan.regions.standby.db_instance_id.clone(),
+            epoch: None,
+        },
+        evidence: vec![],
+        plan: plan.clone(),
+    };
+    ExecutionState {
+        input,
+        steps: steps.as_object().cloned().unwrap_or_default(),
+    }
+}
+
+/// An approval as the slack function sends it.
+pub fn approval(data_loss_acknowledged: bool) -> serde_json::Value {
+    let now = chrono::Utc::now();
+    serde_json::json!({
+        "decision": "approve",
+        "approver_id": "U0ONCALL01",
+        "approver_name": "Primary on-call",
+        "decided_at": now,
+        "requested_at": now - chrono::Duration::minutes(1),
+        "data_loss_acknowledged": data_loss_acknowledged,
+    })
+}
+
+/// Create the public zone with failover records (P primary with P's health
+/// check, S secondary), both health checks, and the private zone with the
+/// writer CNAME pointing at P. Fills the plan's ids in.
+pub async fn provision_dns(aws: &Aws, plan: &mut Plan, p_target: &str) {
+    use aws_sdk_route53::types::{
+        Change, ChangeAction, ChangeBatch, HealthCheckConfig, HealthCheckType, ResourceRecord,
+        ResourceRecordSet, ResourceRecordSetFailover, RrType,
+    };
+    let r53 = aws.route53().await;
+    let check = |region: &str, fqdn: String| {
+        let r53 = r53.clone();
+        let reference = crate::unique(region);
+        async move {
+            r53.create_health_check()
+                .caller_reference(reference)
+                .health_check_config(
+                    HealthCheckConfig::builder()
+                        .r#type(HealthCheckType::Https)
+                        .fully_qualified_domain_name(fqdn)
+                        .resource_path("/health")
+                        .build()
+                        .unwrap(),
+                )
+                .send()
+                .await
+                .expect("create health check")
+                .health_check
+                .expect("health check")
+                .id
+        }
+    };
+    plan.regions.primary.health_check_id = check("p", "p.shop.example.com".into()).await;
+    plan.regions.standby.health_check_id = check("s", "s.shop.example.com".into()).await;
+    let zone = |name: String| {
+        let r53 = r53.clone();
+        async move {
+            r53.create_hosted_zone()
+                .name(name)
+                .caller_reference(crate::unique("zone"))
+                .send()
+                .await
+                .expect("create zone")
+                .hosted_zone
+                .expect("zone")
+                .id
+                .trim_start_matches("/hostedzone/")
+                .to_owned()
+        }
+    };
+    let public = zone(format!("{}.example.com", crate::unique("shop"))).await;
+    let private = zone(format!("{}.internal", crate::unique("shop"))).await;
+    let public_name = r53
+        .get_hosted_zone()
+        .id(&public)
+        .send()
+        .await
+        .unwrap()
+        .hosted_zone
+        .unwrap()
+        .name;
+    let private_name = r53
+        .get_hosted_zone()
+        .id(&private)
+        .send()
+        .await
+        .unwrap()
+        .hosted_zone
+        .unwrap()
+        .name;
+    plan.dns.hosted_zone_id = public.clone();
+    plan.dns.record_name = format!("app.{public_name}");
+    let record =
+        |name: &str, value: &str, failover: Option<(&str, ResourceRecordSetFailover, &str)>| {
+            let mut b = ResourceRecordSet::builder()
+                .name(name)
+                .r#type(RrType::Cname)
+                .ttl(60)
+                .resource_records(ResourceRecord::builder().value(value).build().unwrap());
+            if let Some((id, role, check)) = failover {
+                b = b.set_identifier(id).failover(role).health_check_id(check);
+            }
+            Change::builder()
+                .action(ChangeAction::Create)
+                .resource_record_set(b.build().unwrap())
+                .build()
+                .unwrap()
+        };
+    r53.change_resource_record_sets()
+        .hosted_zone_id(&public)
+        .change_batch(
+            ChangeBatch::builder()
+                .changes(record(
+                    &plan.dns.record_name,
+                    p_target,
+                    Some((
+                        "p",
+                        ResourceRecordSetFailover::Primary,
+                        &plan.regions.primary.health_check_id,
+                    )),
+                ))
+                .changes(record(
+                    &plan.dns.record_name,
+                    &plan.dns.standby_target,
+                    Some((
+                        "s",
+                        ResourceRecordSetFailover::Secondary,
+                        &plan.regions.standby.health_check_id,
+                    )),
+                ))
+                .build()
+                .unwrap(),
+        )
+        .send()
+        .await
+        .expect("failover records");
+    let writer = format!("writer.{private_name}");
+    r53.change_resource_record_sets()
+        .hosted_zone_id(&private)
+        .change_batch(
+            ChangeBatch::builder()
+                .changes(record(
+                    &writer,
+                    "p-db.ap-northeast-2.rds.amazonaws.com",
+                    None,
+                ))
+                .build()
+                .unwrap(),
+        )
+        .send()
+        .await
+        .expect("writer record");
+    if let handover::plan::WriterEndpoint::Cname {
+        hosted_zone_id,
+        name,
+        ..
+    } = &mut plan.dns.writer
+    {
+        *hosted_zone_id = private;
+        *name = writer;
+    }
+}
+
+/// Store `{"username","password"}` in Secrets Manager; returns the ARN.
+pub async fn put_db_secret(aws: &Aws, region: &str, username: &str, password: &str) -> String {
+    aws.secrets(region)
+        .await
+        .create_secret()
+        .name(crate::unique("db-secret"))
+        .secret_string(serde_json::json!({"username": username, "password": password}).to_string())
+        .send()
+        .await
+        .expect("create secret")
+        .arn
+        .expect("secret ARN")
+}
+
+/// `HANDOVER_TEST_PG` parsed: (port, password). Panics with a clear message when absent.
+pub fn test_postgres() -> (u16, String) {
+    let spec = std::env::var("HANDOVER_TEST_PG")
+        .expect("HANDOVER_TEST_PG is not set: run through scripts/with-emulator.sh (make test), which starts PostgreSQL");
+    let field = |k: &str| {
+        spec.split_whitespace()
+            .find_map(|kv| kv.strip_prefix(&format!("{k}=")).map(str::to_owned))
+            .unwrap_or_else(|| panic!("HANDOVER_TEST_PG lacks {k}"))
+    };
+    (field("port").parse().expect("port"), field("password"))
+}

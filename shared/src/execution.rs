@@ -104,6 +104,50 @@ impl ExecutionState {
     }
 }
 
+/// The Payload of the failover tasks: `{"execution.$": "$$.Execution.Id", "state.$": "$"}`
+/// (plus `"mode"` for promote's start / status).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskInput {
+    /// Execution ARN: the identity that holds the transition.
+    pub execution: String,
+    /// The execution document.
+    pub state: ExecutionState,
+    /// Optional mode (`start` / `status`).
+    pub mode: Option<String>,
+}
+
+impl TaskInput {
+    /// Parse a task Payload; every problem is `Handover.InvalidInput` naming the field.
+    pub fn from_event(mut event: Value) -> Result<Self, crate::error::FunctionError> {
+        let invalid = crate::error::FunctionError::invalid_input;
+        let obj = event.as_object_mut().ok_or_else(|| {
+            invalid("task payload: expected an object with `execution` and `state`")
+        })?;
+        let execution = match obj.remove("execution") {
+            Some(Value::String(s)) if !s.is_empty() => s,
+            Some(_) => {
+                return Err(invalid(
+                    "task payload: `execution` must be a non-empty string",
+                ));
+            }
+            None => return Err(invalid("task payload: missing field `execution`")),
+        };
+        let mode = match obj.remove("mode") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(s),
+            Some(_) => return Err(invalid("task payload: `mode` must be a string")),
+        };
+        let state = obj
+            .remove("state")
+            .ok_or_else(|| invalid("task payload: missing field `state`"))?;
+        Ok(TaskInput {
+            execution,
+            state: ExecutionState::from_event(state)?,
+            mode,
+        })
+    }
+}
+
 /// The decision the `slack` function sends back with SendTaskSuccess; it
 /// lands at `$.approval`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

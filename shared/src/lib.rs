@@ -10,6 +10,7 @@
 //!   probe counters, approval keys, pause flag), conditional writes only.
 //! - [`detect`]: one detection tick: signals, rule, hysteresis, lock, StartExecution.
 //! - [`diagnose`]: a bounded snapshot of both sides and the deterministic rules.
+//! - [`failover`]: fence, promote, switch, verify — idempotent and safe under races.
 //! - [`adapters`]: one adapter per AWS capability, behind traits named for the permission.
 //! - [`aws`]: the one place SDK clients are built from the environment.
 //! - [`execution`]: the execution document each step reads and adds to.
@@ -26,6 +27,7 @@ pub mod detect;
 pub mod diagnose;
 pub mod error;
 pub mod execution;
+pub mod failover;
 pub mod plan;
 pub mod store;
 pub mod telemetry;

@@ -129,6 +129,35 @@ pub struct Dns {
     pub health_path: String,
     /// Where the app finds its writer.
     pub writer: WriterEndpoint,
+    /// URL verify's read check GETs; default `https://<record_name><health_path>`.
+    #[serde(default)]
+    pub read_url: Option<String>,
+    /// ARC cluster endpoints (switch mode `routing_control`); tried in turn.
+    #[serde(default)]
+    pub arc_cluster_endpoints: Vec<ArcEndpoint>,
+}
+
+impl Dns {
+    /// The URL of the read check.
+    pub fn read_url(&self) -> String {
+        self.read_url.clone().unwrap_or_else(|| {
+            format!(
+                "https://{}{}",
+                self.record_name.trim_end_matches('.'),
+                self.health_path
+            )
+        })
+    }
+}
+
+/// One Route 53 ARC cluster endpoint.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArcEndpoint {
+    /// Endpoint URL, e.g. `https://host-xxxx.us-west-2.example.com/v1`.
+    pub endpoint: String,
+    /// Its Region (requests are signed for it).
+    pub region: String,
 }
 
 /// Traffic switch mechanisms.
@@ -570,7 +599,23 @@ impl Plan {
         if !self.dns.health_path.starts_with('/') {
             return bad("dns.health_path", "must start with /");
         }
+        if let Some(u) = &self.dns.read_url {
+            url(u, "dns.read_url")?;
+        }
         if self.dns.switch_mode == SwitchMode::RoutingControl {
+            if self.dns.arc_cluster_endpoints.is_empty() {
+                return bad(
+                    "dns.arc_cluster_endpoints",
+                    "must name at least one cluster endpoint (required for switch_mode routing_control)",
+                );
+            }
+            for (i, e) in self.dns.arc_cluster_endpoints.iter().enumerate() {
+                url(
+                    &e.endpoint,
+                    &format!("dns.arc_cluster_endpoints.{i}.endpoint"),
+                )?;
+                non_empty(&e.region, &format!("dns.arc_cluster_endpoints.{i}.region"))?;
+            }
             for (name, site) in [
                 ("primary", &self.regions.primary),
                 ("standby", &self.regions.standby),

@@ -232,7 +232,10 @@ async fn a_promotion_with_a_stale_epoch_is_refused() {
         TransitionOutcome::Claimed(_)
     ));
     assert!(matches!(
-        store.claim_promotion(1, "exec-a", now).await.unwrap(),
+        store
+            .claim_promotion(1, "exec-a", (5.0, now), now)
+            .await
+            .unwrap(),
         TransitionOutcome::Claimed(_)
     ));
     let done = store
@@ -256,7 +259,10 @@ async fn a_promotion_with_a_stale_epoch_is_refused() {
         TransitionOutcome::EpochMoved { now: 2 }
     );
     assert_eq!(
-        store.claim_promotion(1, "exec-b", now).await.unwrap(),
+        store
+            .claim_promotion(1, "exec-b", (5.0, now), now)
+            .await
+            .unwrap(),
         TransitionOutcome::EpochMoved { now: 2 }
     );
     assert_eq!(
@@ -300,7 +306,10 @@ async fn racing_executions_on_one_epoch_only_one_holds_the_transition() {
     let holder = &claimed[0];
     for i in 0..6 {
         let exec = format!("exec-{i}");
-        let out = store.claim_promotion(1, &exec, t(14, 20, 0)).await.unwrap();
+        let out = store
+            .claim_promotion(1, &exec, (5.0, t(14, 0, 0)), t(14, 20, 0))
+            .await
+            .unwrap();
         if &exec == holder {
             assert!(
                 matches!(out, TransitionOutcome::Claimed(ref r) if r.transition.as_ref().unwrap().phase == Phase::Promoting)
@@ -328,7 +337,7 @@ async fn fencing_twice_in_one_execution_changes_nothing() {
         panic!()
     };
     store
-        .claim_promotion(1, "exec-a", t(14, 1, 0))
+        .claim_promotion(1, "exec-a", (5.0, t(14, 0, 30)), t(14, 1, 0))
         .await
         .unwrap();
     let TransitionOutcome::Claimed(second) = store
@@ -356,7 +365,7 @@ async fn the_promotion_call_is_marked_once() {
         .await
         .unwrap();
     store
-        .claim_promotion(1, "exec-a", t(14, 1, 0))
+        .claim_promotion(1, "exec-a", (5.0, t(14, 0, 30)), t(14, 1, 0))
         .await
         .unwrap();
     store
@@ -368,7 +377,7 @@ async fn the_promotion_call_is_marked_once() {
         .await
         .unwrap();
     let TransitionOutcome::Claimed(rec) = store
-        .claim_promotion(1, "exec-a", t(14, 2, 0))
+        .claim_promotion(1, "exec-a", (5.0, t(14, 0, 30)), t(14, 2, 0))
         .await
         .unwrap()
     else {
@@ -495,4 +504,52 @@ async fn probe_ticks_count_once_and_reset() {
     );
     let run = store.probe_run(r).await.unwrap();
     assert_eq!((run.consecutive_failures, run.t0), (0, None));
+}
+
+#[tokio::test]
+async fn the_first_rpo_sample_and_fence_groups_are_kept_on_retry() {
+    let store = store().await;
+    primary_at_epoch_1(&store).await;
+    store
+        .begin_fencing(1, "exec-a", "ap-northeast-1", t(14, 0, 0))
+        .await
+        .unwrap();
+    let groups = vec!["sg-app".to_string(), "sg-admin".to_string()];
+    store
+        .record_fence_previous(1, "exec-a", &groups, t(14, 0, 1))
+        .await
+        .unwrap();
+    store
+        .record_fence_previous(1, "exec-a", &["sg-fence".to_string()], t(14, 0, 2))
+        .await
+        .unwrap();
+    store
+        .record_fence_outcome(1, "exec-a", "confirmed", t(14, 0, 3))
+        .await
+        .unwrap();
+    store
+        .claim_promotion(1, "exec-a", (126.0, t(14, 1, 0)), t(14, 1, 0))
+        .await
+        .unwrap();
+    let TransitionOutcome::Claimed(rec) = store
+        .claim_promotion(1, "exec-a", (7.0, t(14, 2, 0)), t(14, 2, 0))
+        .await
+        .unwrap()
+    else {
+        panic!()
+    };
+    let tr = rec.transition.unwrap();
+    assert_eq!(tr.fence_previous_groups, Some(groups));
+    assert_eq!(tr.fence, Some(("confirmed".to_string(), t(14, 0, 3))));
+    assert_eq!(tr.rpo, Some((126.0, t(14, 1, 0))));
+    // Another execution cannot record anything.
+    assert_eq!(
+        store
+            .record_fence_outcome(1, "exec-b", "confirmed", t(14, 3, 0))
+            .await
+            .unwrap(),
+        TransitionOutcome::Busy {
+            execution: "exec-a".into()
+        }
+    );
 }

@@ -335,7 +335,7 @@ mod tests {
             .unwrap();
         w.deps
             .store
-            .claim_promotion(1, "x", Utc::now())
+            .claim_promotion(1, "x", (1.0, Utc::now()), Utc::now())
             .await
             .unwrap();
         w.deps

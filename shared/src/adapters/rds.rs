@@ -59,6 +59,14 @@ impl Rds {
         }
     }
 
+    /// RDS over an existing client (tests with aws-smithy-mocks).
+    pub fn from_client(client: aws_sdk_rds::Client, region: &str) -> Self {
+        Self {
+            client,
+            region: region.to_owned(),
+        }
+    }
+
     /// The Region.
     pub fn region(&self) -> &str {
         &self.region

@@ -260,6 +260,13 @@ fn kind_specific_fields_are_required() {
     let v = with("dns.switch_mode", json!("routing_control"));
     assert_eq!(
         err_of(v),
+        "plan.dns.arc_cluster_endpoints: must name at least one cluster endpoint (required for switch_mode routing_control)"
+    );
+    let mut v = with("dns.switch_mode", json!("routing_control"));
+    v["dns"]["arc_cluster_endpoints"] =
+        json!([{"endpoint": "https://arc.example", "region": "us-west-2"}]);
+    assert_eq!(
+        err_of(v),
         "plan.regions.primary.routing_control_arn: missing (required for switch_mode routing_control)"
     );
 }

@@ -42,7 +42,7 @@ impl Phase {
 }
 
 /// A failover in progress.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Transition {
     /// Current phase.
     pub phase: Phase,
@@ -56,10 +56,16 @@ pub struct Transition {
     pub promote_claimed_at: Option<DateTime<Utc>>,
     /// When PromoteReadReplica (or the Aurora call) was accepted.
     pub promote_called_at: Option<DateTime<Utc>>,
+    /// P's security groups before the fence (for failback).
+    pub fence_previous_groups: Option<Vec<String>>,
+    /// Fence outcome recorded (`confirmed` / `unconfirmed`), with its time.
+    pub fence: Option<(String, DateTime<Utc>)>,
+    /// Replica lag recorded at promotion (the RPO) and its sample time.
+    pub rpo: Option<(f64, DateTime<Utc>)>,
 }
 
 /// The record itself.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PrimaryRecord {
     /// Region that is primary.
     pub region: String,
@@ -73,10 +79,16 @@ pub struct PrimaryRecord {
     pub last_execution: Option<String>,
     /// When the record last changed.
     pub updated_at: DateTime<Utc>,
+    /// When the last failover completed.
+    pub promoted_at: Option<DateTime<Utc>>,
+    /// The transition of the last completed failover (its RPO, fence groups).
+    pub last_transition: Option<Transition>,
 }
 
 /// Result of creating the record.
-#[derive(Debug, Clone, PartialEq, Eq)]
+// Returned once per call, never stored in bulk: the size difference is harmless.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum InitOutcome {
     /// Written.
     Created(PrimaryRecord),
@@ -85,7 +97,9 @@ pub enum InitOutcome {
 }
 
 /// Result of claiming or advancing a transition.
-#[derive(Debug, Clone, PartialEq, Eq)]
+// Returned once per call, never stored in bulk: the size difference is harmless.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum TransitionOutcome {
     /// This execution holds the transition; the record as it is now.
     Claimed(PrimaryRecord),
@@ -104,7 +118,9 @@ pub enum TransitionOutcome {
 }
 
 /// Result of completing a promotion.
-#[derive(Debug, Clone, PartialEq, Eq)]
+// Returned once per call, never stored in bulk: the size difference is harmless.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum PromotionOutcome {
     /// The record now names the new Region with the new epoch.
     Promoted(PrimaryRecord),
@@ -127,25 +143,11 @@ pub enum PromotionOutcome {
 impl PrimaryRecord {
     fn from_item(item: &Item) -> Result<Self, StoreError> {
         let a = Attrs::new(PK, item);
-        let transition = match a.opt_map("transition")? {
-            None => None,
-            Some(t) => {
-                let t = Attrs::new(PK, t);
-                let phase = t.s("phase")?;
-                Some(Transition {
-                    phase: Phase::parse(&phase).ok_or(StoreError::Corrupt {
-                        key: PK.into(),
-                        attribute: "transition.phase".into(),
-                        problem: "is not a known phase",
-                    })?,
-                    execution: t.s("execution")?,
-                    to_region: t.s("to_region")?,
-                    since: t.time_ms("since_ms")?,
-                    promote_claimed_at: t.opt_time_ms("promote_claimed_ms")?,
-                    promote_called_at: t.opt_time_ms("promote_called_ms")?,
-                })
-            }
-        };
+        let transition = a.opt_map("transition")?.map(parse_transition).transpose()?;
+        let last_transition = a
+            .opt_map("last_transition")?
+            .map(parse_transition)
+            .transpose()?;
         Ok(PrimaryRecord {
             region: a.s("region")?,
             db_instance_id: a.s("db_instance_id")?,
@@ -153,6 +155,8 @@ impl PrimaryRecord {
             transition,
             last_execution: a.opt_s("last_execution")?,
             updated_at: a.time_ms("updated_ms")?,
+            promoted_at: a.opt_time_ms("promoted_ms")?,
+            last_transition,
         })
     }
 
@@ -169,6 +173,42 @@ impl PrimaryRecord {
             }
         }
     }
+}
+
+fn parse_transition(t: &Item) -> Result<Transition, StoreError> {
+    let t = Attrs::new(PK, t);
+    let phase = t.s("phase")?;
+    Ok(Transition {
+        phase: Phase::parse(&phase).ok_or(StoreError::Corrupt {
+            key: PK.into(),
+            attribute: "transition.phase".into(),
+            problem: "is not a known phase",
+        })?,
+        execution: t.s("execution")?,
+        to_region: t.s("to_region")?,
+        since: t.time_ms("since_ms")?,
+        promote_claimed_at: t.opt_time_ms("promote_claimed_ms")?,
+        promote_called_at: t.opt_time_ms("promote_called_ms")?,
+        fence_previous_groups: match t.item.get("fence_previous_groups") {
+            None => None,
+            Some(_) => Some(t.strings("fence_previous_groups")?),
+        },
+        fence: match (t.opt_s("fence_outcome")?, t.opt_time_ms("fenced_ms")?) {
+            (Some(o), Some(at)) => Some((o, at)),
+            _ => None,
+        },
+        rpo: match (t.opt_s("rpo_s")?, t.opt_time_ms("lag_ms")?) {
+            (Some(v), Some(at)) => Some((
+                v.parse().map_err(|_| StoreError::Corrupt {
+                    key: PK.into(),
+                    attribute: "transition.rpo_s".into(),
+                    problem: "is not a number",
+                })?,
+                at,
+            )),
+            _ => None,
+        },
+    })
 }
 
 impl Store {
@@ -247,19 +287,71 @@ impl Store {
     /// Move the transition held by `execution` to `promoting`. The returned
     /// record's `promote_called_at` says whether the promotion call already
     /// went out (then it must not be called again).
+    ///
+    /// `lag` is the replica lag sample taken before promoting (the RPO); the
+    /// first claim's sample is kept, so a retry reports the same RPO.
     pub async fn claim_promotion(
         &self,
         expected_epoch: i64,
         execution: &str,
+        lag: (f64, DateTime<Utc>),
         now: DateTime<Utc>,
     ) -> Result<TransitionOutcome, StoreError> {
         self.update_transition(
-            "SET #t.phase = :promoting, #t.promote_claimed_ms = if_not_exists(#t.promote_claimed_ms, :now), updated_ms = :now",
+            "SET #t.phase = :promoting, #t.promote_claimed_ms = if_not_exists(#t.promote_claimed_ms, :now), \
+             #t.rpo_s = if_not_exists(#t.rpo_s, :rpo), #t.lag_ms = if_not_exists(#t.lag_ms, :lag_at), updated_ms = :now",
             "epoch = :e AND #t.execution = :x AND #t.phase IN (:fencing, :promoting)",
             expected_epoch,
             HashMap::from([
                 (":promoting".to_owned(), s(Phase::Promoting.as_str())),
                 (":fencing".to_owned(), s(Phase::Fencing.as_str())),
+                (":e".to_owned(), n(expected_epoch)),
+                (":x".to_owned(), s(execution)),
+                (":rpo".to_owned(), s(lag.0.to_string())),
+                (":lag_at".to_owned(), ms(lag.1)),
+                (":now".to_owned(), ms(now)),
+            ]),
+        )
+        .await
+    }
+
+    /// Record P's security groups before the fence replaces them (kept from
+    /// the first call: a retry never overwrites them with the fence group).
+    pub async fn record_fence_previous(
+        &self,
+        expected_epoch: i64,
+        execution: &str,
+        groups: &[String],
+        now: DateTime<Utc>,
+    ) -> Result<TransitionOutcome, StoreError> {
+        self.update_transition(
+            "SET #t.fence_previous_groups = if_not_exists(#t.fence_previous_groups, :g), updated_ms = :now",
+            "epoch = :e AND #t.execution = :x",
+            expected_epoch,
+            HashMap::from([
+                (":g".to_owned(), AttributeValue::L(groups.iter().map(|g| s(g.as_str())).collect())),
+                (":e".to_owned(), n(expected_epoch)),
+                (":x".to_owned(), s(execution)),
+                (":now".to_owned(), ms(now)),
+            ]),
+        )
+        .await
+    }
+
+    /// Record the fence outcome (first one kept).
+    pub async fn record_fence_outcome(
+        &self,
+        expected_epoch: i64,
+        execution: &str,
+        outcome: &str,
+        now: DateTime<Utc>,
+    ) -> Result<TransitionOutcome, StoreError> {
+        self.update_transition(
+            "SET #t.fence_outcome = if_not_exists(#t.fence_outcome, :o), #t.fenced_ms = if_not_exists(#t.fenced_ms, :now), updated_ms = :now",
+            "epoch = :e AND #t.execution = :x",
+            expected_epoch,
+            HashMap::from([
+                (":o".to_owned(), s(outcome)),
                 (":e".to_owned(), n(expected_epoch)),
                 (":x".to_owned(), s(execution)),
                 (":now".to_owned(), ms(now)),
@@ -339,7 +431,7 @@ impl Store {
             .set_key(Some(Self::key(PK)))
             .update_expression(
                 "SET epoch = :next, #r = :r, db_instance_id = :db, previous_region = #r, \
-                 last_execution = :x, promoted_ms = :now, updated_ms = :now REMOVE #t",
+                 last_execution = :x, last_transition = #t, promoted_ms = :now, updated_ms = :now REMOVE #t",
             )
             .condition_expression(
                 "attribute_exists(pk) AND epoch = :e AND #t.execution = :x AND #t.phase = :promoting",

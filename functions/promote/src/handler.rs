@@ -1,0 +1,64 @@
+//! Parse the task payload; `mode: start` promotes, `mode: status` polls.
+
+use chrono::Utc;
+use handover::adapters::{CloudWatch, Rds};
+use handover::aws::Aws;
+use handover::config::required;
+use handover::error::FunctionError;
+use handover::execution::{PromotionResult, TaskInput};
+use handover::failover::promote::{Promoter, start, status};
+use handover::store::Store;
+
+/// Built once per container.
+pub struct Deps {
+    aws: Aws,
+    store: Store,
+}
+
+impl Deps {
+    /// `TABLE_NAME` and `AWS_REGION`.
+    pub async fn from_env() -> Result<Self, FunctionError> {
+        let aws = Aws::new();
+        let store = Store::new(
+            aws.dynamodb(&required("AWS_REGION")?).await,
+            required("TABLE_NAME")?,
+        );
+        Ok(Deps { aws, store })
+    }
+}
+
+/// Start the promotion, or poll it.
+pub async fn handler(
+    event: serde_json::Value,
+    deps: &Deps,
+) -> Result<PromotionResult, FunctionError> {
+    let task = TaskInput::from_event(event)?;
+    let s_region = &task.state.input.plan.regions.standby.region;
+    let s_rds = Rds::new(&deps.aws, s_region).await;
+    let promoter = Promoter::for_plan(&task.state, &s_rds);
+    match task.mode.as_deref() {
+        Some("start") => {
+            let lag = CloudWatch::new(&deps.aws, s_region).await;
+            Ok(start(
+                &task.state,
+                &task.execution,
+                &deps.store,
+                &promoter,
+                &lag,
+                Utc::now,
+            )
+            .await?)
+        }
+        Some("status") => Ok(status(
+            &task.state,
+            &task.execution,
+            &deps.store,
+            &promoter,
+            Utc::now,
+        )
+        .await?),
+        other => Err(FunctionError::invalid_input(format!(
+            "task payload: `mode` must be \"start\" or \"status\", got {other:?}"
+        ))),
+    }
+}

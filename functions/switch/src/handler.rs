@@ -1,0 +1,45 @@
+//! Parse the task payload, move traffic and writers to S.
+
+use chrono::Utc;
+use handover::adapters::Route53;
+use handover::aws::Aws;
+use handover::error::FunctionError;
+use handover::execution::{SwitchResult, TaskInput};
+use handover::failover::switch::{ArcClusters, Route53Control, Ssm, SwitchDeps, switch};
+
+/// Built once per container.
+pub struct Deps {
+    aws: Aws,
+    route53: Route53,
+    control: Route53Control,
+}
+
+impl Deps {
+    /// Nothing but the SDK's own settings.
+    pub async fn from_env() -> Result<Self, FunctionError> {
+        let aws = Aws::new();
+        let route53 = Route53::new(&aws).await;
+        let control = Route53Control::new(&aws).await;
+        Ok(Deps {
+            aws,
+            route53,
+            control,
+        })
+    }
+}
+
+/// Switch for this execution.
+pub async fn handler(event: serde_json::Value, deps: &Deps) -> Result<SwitchResult, FunctionError> {
+    let task = TaskInput::from_event(event)?;
+    let plan = &task.state.input.plan;
+    let arc = ArcClusters::new(&deps.aws, &plan.dns.arc_cluster_endpoints).await;
+    let ssm = Ssm::new(&deps.aws, &plan.regions.standby.region).await;
+    let sd = SwitchDeps {
+        health: &deps.route53,
+        checks: &deps.control,
+        records: &deps.control,
+        arc: &arc,
+        params: &ssm,
+    };
+    Ok(switch(&task.state, &sd, Utc::now).await?)
+}

@@ -1,0 +1,41 @@
+//! Parse the task payload, run the three checks until the plan's deadline.
+
+use handover::aws::Aws;
+use handover::error::{ErrorName, FunctionError};
+use handover::execution::{TaskInput, VerifyResult};
+use handover::failover::canary::SecretsManager;
+use handover::failover::switch::Route53Control;
+use handover::failover::verify::{Backoff, VerifyDeps, verify};
+
+/// Built once per container.
+pub struct Deps {
+    aws: Aws,
+    control: Route53Control,
+    http: reqwest::Client,
+}
+
+impl Deps {
+    /// Nothing but the SDK's own settings.
+    pub async fn from_env() -> Result<Self, FunctionError> {
+        let aws = Aws::new();
+        let control = Route53Control::new(&aws).await;
+        let http = reqwest::Client::builder()
+            .user_agent("handover-verify/1")
+            .build()
+            .map_err(|e| FunctionError::new(ErrorName::Fatal, e.to_string()))?;
+        Ok(Deps { aws, control, http })
+    }
+}
+
+/// Verify this execution's failover.
+pub async fn handler(event: serde_json::Value, deps: &Deps) -> Result<VerifyResult, FunctionError> {
+    let task = TaskInput::from_event(event)?;
+    let secrets =
+        SecretsManager::new(&deps.aws, &task.state.input.plan.regions.standby.region).await;
+    let vd = VerifyDeps {
+        dns: &deps.control,
+        secrets: &secrets,
+        http: &deps.http,
+    };
+    Ok(verify(&task.state, &vd, Backoff::default()).await?)
+}

@@ -1,0 +1,217 @@
+//! The write canary: proof that S takes writes.
+//!
+//! Kind `postgres` connects to the promoted database with credentials from
+//! Secrets Manager, makes sure it is not in recovery, INSERTs a row into the
+//! canary table and reads it back. Kind `http` POSTs to an app endpoint that
+//! writes. Either way, one attempt is one call; verify retries.
+
+use crate::adapters::{AwsError, call_error};
+use crate::aws::Aws;
+use crate::plan::Canary;
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use std::fmt;
+use std::time::Duration;
+use tracing::instrument;
+
+/// Read a secret (secretsmanager:GetSecretValue).
+pub trait Secrets {
+    /// The secret string.
+    fn secret_string(
+        &self,
+        arn: &str,
+    ) -> impl std::future::Future<Output = Result<String, AwsError>> + Send;
+}
+
+/// Secrets Manager in one Region.
+pub struct SecretsManager {
+    client: aws_sdk_secretsmanager::Client,
+    region: String,
+}
+
+impl SecretsManager {
+    /// Secrets Manager in `region`.
+    pub async fn new(aws: &Aws, region: &str) -> Self {
+        Self {
+            client: aws.secrets(region).await,
+            region: region.to_owned(),
+        }
+    }
+}
+
+impl Secrets for SecretsManager {
+    #[instrument(skip(self))]
+    async fn secret_string(&self, arn: &str) -> Result<String, AwsError> {
+        let out = self
+            .client
+            .get_secret_value()
+            .secret_id(arn)
+            .send()
+            .await
+            .map_err(|e| call_error("secretsmanager", "GetSecretValue", &self.region, e))?;
+        out.secret_string.ok_or_else(|| AwsError::Shape {
+            service: "secretsmanager",
+            op: "GetSecretValue",
+            region: self.region.clone(),
+            problem: format!("secret {arn} has no string value"),
+        })
+    }
+}
+
+/// DB credentials as RDS stores them in Secrets Manager.
+#[derive(Clone, Deserialize)]
+pub struct DbCredentials {
+    /// User name.
+    pub username: String,
+    /// Password (never logged: Debug redacts it).
+    pub password: String,
+}
+
+impl fmt::Debug for DbCredentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DbCredentials")
+            .field("username", &self.username)
+            .field("password", &"<redacted>")
+            .finish()
+    }
+}
+
+/// One successful canary write.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Written {
+    /// What was written and read back.
+    pub detail: String,
+    /// When the write was acknowledged.
+    pub at: DateTime<Utc>,
+}
+
+/// One canary attempt.
+pub async fn write_once<S: Secrets>(
+    canary: &Canary,
+    secrets: &S,
+    http: &reqwest::Client,
+    incident: &str,
+    budget: Duration,
+) -> Result<Written, String> {
+    match canary {
+        Canary::Postgres {
+            host,
+            port,
+            database,
+            secret_arn,
+            table,
+            require_tls,
+        } => {
+            if *require_tls {
+                return Err("canary.postgres.require_tls is true, but this build connects without TLS; \
+                            set require_tls to false only on a private network, or use an http canary"
+                    .into());
+            }
+            let secret = secrets
+                .secret_string(secret_arn)
+                .await
+                .map_err(|e| crate::error::chain(&e))?;
+            let creds: DbCredentials = serde_json::from_str(&secret).map_err(|e| {
+                format!("secret {secret_arn} is not {{\"username\",\"password\"}} JSON: {e}")
+            })?;
+            tokio::time::timeout(
+                budget,
+                postgres(host, *port, database, &creds, table, incident),
+            )
+            .await
+            .map_err(|_| {
+                format!(
+                    "postgres {host}:{port} did not answer within {} ms",
+                    budget.as_millis()
+                )
+            })?
+        }
+        Canary::Http { url } => {
+            let res = http
+                .post(url)
+                .timeout(budget)
+                .json(&serde_json::json!({"handover_canary": incident, "at": Utc::now()}))
+                .send()
+                .await
+                .map_err(|e| crate::error::chain(&e))?;
+            let status = res.status();
+            if status.is_success() {
+                Ok(Written {
+                    detail: format!("POST {url} -> HTTP {}", status.as_u16()),
+                    at: Utc::now(),
+                })
+            } else {
+                let body = res.text().await.unwrap_or_default();
+                Err(format!(
+                    "POST {url} -> HTTP {}: {}",
+                    status.as_u16(),
+                    body.chars().take(200).collect::<String>()
+                ))
+            }
+        }
+    }
+}
+
+async fn postgres(
+    host: &str,
+    port: u16,
+    database: &str,
+    creds: &DbCredentials,
+    table: &str,
+    incident: &str,
+) -> Result<Written, String> {
+    let mut config = tokio_postgres::Config::new();
+    config
+        .host(host)
+        .port(port)
+        .dbname(database)
+        .user(&creds.username)
+        .password(&creds.password)
+        .application_name("handover-canary")
+        .connect_timeout(Duration::from_secs(5));
+    let (client, connection) = config
+        .connect(tokio_postgres::NoTls)
+        .await
+        .map_err(|e| format!("connect: {}", crate::error::chain(&e)))?;
+    let conn = tokio::spawn(connection);
+    let result = async {
+        let row = client.query_one("SELECT pg_is_in_recovery()", &[]).await.map_err(|e| format!("pg_is_in_recovery: {e}"))?;
+        let in_recovery: bool = row.get(0);
+        if in_recovery {
+            return Err("the database is still in recovery (a replica): not writable".to_string());
+        }
+        // `table` is validated by the plan as [A-Za-z0-9_]+.
+        client
+            .batch_execute(&format!(
+                "CREATE TABLE IF NOT EXISTS {table} (id bigserial PRIMARY KEY, incident text NOT NULL, written_at timestamptz NOT NULL DEFAULT now())"
+            ))
+            .await
+            .map_err(|e| format!("create {table}: {}", db_error(&e)))?;
+        let row = client
+            .query_one(&format!("INSERT INTO {table} (incident) VALUES ($1) RETURNING id, written_at"), &[&incident])
+            .await
+            .map_err(|e| format!("insert into {table}: {}", db_error(&e)))?;
+        let id: i64 = row.get(0);
+        let at: DateTime<Utc> = row.get(1);
+        let back = client
+            .query_one(&format!("SELECT incident FROM {table} WHERE id = $1"), &[&id])
+            .await
+            .map_err(|e| format!("read back: {}", db_error(&e)))?;
+        let read: String = back.get(0);
+        if read != incident {
+            return Err(format!("read back {read:?}, wrote {incident:?}"));
+        }
+        Ok(Written { detail: format!("INSERT INTO {table} id {id} at {} and read it back", at.to_rfc3339()), at })
+    }
+    .await;
+    drop(client);
+    conn.abort();
+    result
+}
+
+fn db_error(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{}: {}", db.code().code(), db.message()),
+        None => crate::error::chain(e),
+    }
+}

@@ -1,0 +1,238 @@
+//! Fence: cut the old primary off from writers before S becomes writable.
+//!
+//! P's DB gets the plan's deny-all security group (rds:ModifyDBInstance,
+//! ApplyImmediately). The previous groups are recorded first, so a crash
+//! between the two calls never loses what failback must restore. The outcome
+//! is `confirmed` only when a describe shows the fence group alone.
+
+use super::{StepError, claimed, start_epoch};
+use crate::adapters::rds::{DbInspector, Rds};
+use crate::adapters::{AwsError, bounded, call_error};
+use crate::execution::{ExecutionState, FenceOutcome, FenceResult};
+use crate::plan::OnUnconfirmed;
+use crate::store::Store;
+use chrono::{DateTime, Utc};
+use std::time::Duration;
+use tracing::{info, instrument, warn};
+
+/// Replace a DB instance's security groups (rds:ModifyDBInstance).
+pub trait DbFencer: DbInspector {
+    /// Set exactly `groups` on `id`, applied immediately.
+    fn set_security_groups(
+        &self,
+        id: &str,
+        groups: &[String],
+        budget: Duration,
+    ) -> impl std::future::Future<Output = Result<(), AwsError>> + Send;
+}
+
+impl DbFencer for Rds {
+    #[instrument(skip(self))]
+    async fn set_security_groups(
+        &self,
+        id: &str,
+        groups: &[String],
+        budget: Duration,
+    ) -> Result<(), AwsError> {
+        let region = self.region().to_owned();
+        bounded("rds", "ModifyDBInstance", &region, budget, async {
+            self.client()
+                .modify_db_instance()
+                .db_instance_identifier(id)
+                .set_vpc_security_group_ids(Some(groups.to_vec()))
+                .apply_immediately(true)
+                .send()
+                .await
+                .map_err(|e| call_error("rds", "ModifyDBInstance", &region, e))?;
+            Ok(())
+        })
+        .await
+    }
+}
+
+/// Fence P for the run in `state`, as `execution`.
+pub async fn fence<F: DbFencer>(
+    state: &ExecutionState,
+    execution: &str,
+    store: &Store,
+    p_rds: &F,
+    now: impl Fn() -> DateTime<Utc>,
+) -> Result<FenceResult, StepError> {
+    let now = super::millis(now);
+    let plan = &state.input.plan;
+    let epoch = start_epoch(state)?;
+    let site = &plan.regions.primary;
+    let fence_group = site.fence_security_group_id.clone();
+    let budget = Duration::from_millis(plan.fence.timeout_ms);
+    let policy = plan.fence.on_unconfirmed;
+    let started_at = now();
+    let rec = claimed(
+        store
+            .begin_fencing(epoch, execution, &plan.regions.standby.region, started_at)
+            .await?,
+        "fence",
+    )?;
+    let tr = rec.transition.expect("a claimed record has a transition");
+    if let (Some((outcome, at)), Some(previous)) = (&tr.fence, &tr.fence_previous_groups) {
+        // A retry of a fence that already ran: report the same outcome.
+        let outcome = if outcome == "confirmed" {
+            FenceOutcome::Confirmed
+        } else {
+            FenceOutcome::Unconfirmed
+        };
+        info!(execution, ?outcome, "fence already done by this execution");
+        return Ok(result(
+            outcome,
+            policy,
+            previous.clone(),
+            fence_group,
+            tr.since,
+            *at,
+            epoch,
+            "already fenced by this execution".into(),
+        ));
+    }
+
+    let (outcome, previous, detail) = match attempt(
+        p_rds,
+        &site.db_instance_id,
+        &fence_group,
+        budget,
+        store,
+        epoch,
+        execution,
+        &now,
+    )
+    .await
+    {
+        Ok((previous, detail)) => (FenceOutcome::Confirmed, previous, detail),
+        Err(Unconfirmed { previous, detail }) => (FenceOutcome::Unconfirmed, previous, detail),
+    };
+    let fenced_at = now();
+    let label = if outcome == FenceOutcome::Confirmed {
+        "confirmed"
+    } else {
+        "unconfirmed"
+    };
+    let rec = claimed(
+        store
+            .record_fence_outcome(epoch, execution, label, fenced_at)
+            .await?,
+        "fence",
+    )?;
+    let previous = rec
+        .transition
+        .and_then(|t| t.fence_previous_groups)
+        .unwrap_or(previous);
+    match outcome {
+        FenceOutcome::Confirmed => {
+            info!(execution, epoch, db = %site.db_instance_id, "primary fenced")
+        }
+        FenceOutcome::Unconfirmed => warn!(execution, epoch, ?policy, detail, "fence unconfirmed"),
+    }
+    Ok(result(
+        outcome,
+        policy,
+        previous,
+        fence_group,
+        tr.since,
+        fenced_at,
+        epoch,
+        detail,
+    ))
+}
+
+struct Unconfirmed {
+    previous: Vec<String>,
+    detail: String,
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn attempt<F: DbFencer>(
+    rds: &F,
+    db: &str,
+    fence_group: &str,
+    budget: Duration,
+    store: &Store,
+    epoch: i64,
+    execution: &str,
+    now: &impl Fn() -> DateTime<Utc>,
+) -> Result<(Vec<String>, String), Unconfirmed> {
+    let unconfirmed = |previous: Vec<String>, e: String| Unconfirmed {
+        previous,
+        detail: e,
+    };
+    let before = match rds.describe(db, budget).await {
+        Ok(Some(d)) => d,
+        Ok(None) => return Err(unconfirmed(vec![], format!("{db} not found in P"))),
+        Err(e) => {
+            return Err(unconfirmed(
+                vec![],
+                format!("describe: {}", crate::error::chain(&e)),
+            ));
+        }
+    };
+    let previous: Vec<String> = before.security_groups.clone();
+    if let Err(e) = store
+        .record_fence_previous(epoch, execution, &previous, now())
+        .await
+    {
+        return Err(unconfirmed(
+            previous,
+            format!("recording previous groups: {}", crate::error::chain(&e)),
+        ));
+    }
+    let want = vec![fence_group.to_owned()];
+    if previous != want
+        && let Err(e) = rds.set_security_groups(db, &want, budget).await
+    {
+        return Err(unconfirmed(
+            previous,
+            format!("modify: {}", crate::error::chain(&e)),
+        ));
+    }
+    match rds.describe(db, budget).await {
+        Ok(Some(d)) if d.security_groups == want => {
+            Ok((previous, format!("{db} security groups now {want:?}")))
+        }
+        Ok(Some(d)) => Err(unconfirmed(
+            previous,
+            format!(
+                "modify accepted but {db} shows groups {:?}",
+                d.security_groups
+            ),
+        )),
+        Ok(None) => Err(unconfirmed(
+            previous,
+            format!("{db} disappeared after modify"),
+        )),
+        Err(e) => Err(unconfirmed(
+            previous,
+            format!("describe after modify: {}", crate::error::chain(&e)),
+        )),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn result(
+    outcome: FenceOutcome,
+    policy: OnUnconfirmed,
+    previous: Vec<String>,
+    fence_group: String,
+    started_at: DateTime<Utc>,
+    fenced_at: DateTime<Utc>,
+    epoch: i64,
+    detail: String,
+) -> FenceResult {
+    FenceResult {
+        outcome,
+        policy,
+        may_proceed: outcome == FenceOutcome::Confirmed || policy == OnUnconfirmed::Proceed,
+        previous_security_groups: previous,
+        fence_security_group: fence_group,
+        started_at,
+        fenced_at,
+        epoch,
+        detail,
+    }
+}

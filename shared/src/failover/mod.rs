@@ -1,0 +1,84 @@
+//! The failover actions, each idempotent and safe under races:
+//! [`fence`] the old primary, [`promote`] the replica (at most once per
+//! epoch), [`switch`] traffic and writers, [`verify`] reads and a real write.
+
+pub mod canary;
+pub mod fence;
+pub mod promote;
+pub mod switch;
+pub mod verify;
+
+use crate::adapters::AwsError;
+use crate::error::{Classify, ErrorName};
+use crate::store::StoreError;
+use crate::store::primary::TransitionOutcome;
+
+/// Why a failover step stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum StepError {
+    /// Another execution moved the epoch or holds the transition: this run
+    /// lost the race and touches nothing more.
+    #[error("refused: {0}")]
+    Refused(String),
+    /// The world is not as this step needs it.
+    #[error("precondition failed: {0}")]
+    Precondition(String),
+    /// Verification missed its deadline.
+    #[error("verification failed: {0}")]
+    VerifyFailed(String),
+    /// The state store failed.
+    #[error("state store")]
+    Store(#[from] StoreError),
+    /// An AWS call failed.
+    #[error(transparent)]
+    Aws(#[from] AwsError),
+}
+
+impl Classify for StepError {
+    fn error_name(&self) -> ErrorName {
+        match self {
+            StepError::Refused(_) => ErrorName::Refused,
+            StepError::Precondition(_) => ErrorName::Precondition,
+            StepError::VerifyFailed(_) => ErrorName::VerifyFailed,
+            StepError::Store(e) => e.error_name(),
+            StepError::Aws(e) => e.error_name(),
+        }
+    }
+}
+
+/// Turn a refused transition into [`StepError::Refused`]; pass a claim through.
+pub(crate) fn claimed(
+    out: TransitionOutcome,
+    what: &str,
+) -> Result<crate::store::primary::PrimaryRecord, StepError> {
+    match out {
+        TransitionOutcome::Claimed(rec) => Ok(rec),
+        TransitionOutcome::EpochMoved { now } => Err(StepError::Refused(format!(
+            "{what}: the epoch moved to {now}; another execution completed a failover"
+        ))),
+        TransitionOutcome::Busy { execution } => Err(StepError::Refused(format!(
+            "{what}: execution {execution} holds the failover on this epoch"
+        ))),
+        TransitionOutcome::Missing => Err(StepError::Precondition(format!(
+            "{what}: the primary record is missing"
+        ))),
+    }
+}
+
+/// The epoch the run started with (from detect's input).
+pub(crate) fn start_epoch(state: &crate::execution::ExecutionState) -> Result<i64, StepError> {
+    state.input.primary.epoch.ok_or_else(|| {
+        StepError::Precondition("$.primary.epoch is missing from the execution input".into())
+    })
+}
+
+/// `now` at millisecond precision: what the state store keeps, so a first
+/// call and its retry report identical times.
+pub(crate) fn millis(
+    now: impl Fn() -> chrono::DateTime<chrono::Utc>,
+) -> impl Fn() -> chrono::DateTime<chrono::Utc> {
+    move || {
+        let t = now();
+        chrono::DateTime::from_timestamp_millis(t.timestamp_millis()).unwrap_or(t)
+    }
+}

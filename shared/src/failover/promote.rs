@@ -1,0 +1,478 @@
+//! Promote: make S's replica the writer, at most once per epoch.
+//!
+//! `start` checks the replica, records the lag at this moment as the RPO,
+//! claims the promotion in the primary record (conditional on the epoch and
+//! this execution's transition) and only then calls the promotion. `status`
+//! serves the state machine's Wait → status → Choice loop; it never sleeps.
+
+use super::{StepError, claimed, start_epoch};
+use crate::adapters::rds::{DbInspector, DbInstance, Rds};
+use crate::adapters::{AwsError, ReplicaLag, bounded, call_error};
+use crate::execution::{
+    ApprovalResult, ExecutionState, FenceResult, PromotionResult, PromotionStatus,
+};
+use crate::plan::DatabaseKind;
+use crate::store::Store;
+use crate::store::primary::PromotionOutcome;
+use chrono::{DateTime, Utc};
+use std::time::Duration;
+use tracing::{info, instrument};
+
+/// Where a promotion is, as the database sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PromotionProgress {
+    /// Done: standalone and available (RDS), or the writer of the global cluster (Aurora).
+    pub complete: bool,
+    /// Status text for the report.
+    pub status: String,
+}
+
+/// Promote a standby database (rds:PromoteReadReplica, or
+/// rds:FailoverGlobalCluster / rds:SwitchoverGlobalCluster for Aurora).
+pub trait ReplicaPromoter {
+    /// Check the standby can be promoted now; `Err(reason)` when not.
+    fn ready(
+        &self,
+        budget: Duration,
+    ) -> impl std::future::Future<Output = Result<Result<(), String>, AwsError>> + Send;
+    /// Start the promotion.
+    fn promote(
+        &self,
+        budget: Duration,
+    ) -> impl std::future::Future<Output = Result<(), AwsError>> + Send;
+    /// How far it is.
+    fn progress(
+        &self,
+        budget: Duration,
+    ) -> impl std::future::Future<Output = Result<PromotionProgress, AwsError>> + Send;
+}
+
+/// RDS instance with a cross-Region read replica.
+pub struct RdsReplica<'a> {
+    /// RDS in S.
+    pub rds: &'a Rds,
+    /// The replica.
+    pub replica_id: String,
+    /// P's primary identifier (the replica's source must be it).
+    pub source_id: String,
+    /// Backup retention to set on the promoted instance.
+    pub backup_retention_days: i32,
+}
+
+impl RdsReplica<'_> {
+    async fn describe(&self, budget: Duration) -> Result<DbInstance, AwsError> {
+        self.rds
+            .describe(&self.replica_id, budget)
+            .await?
+            .ok_or_else(|| AwsError::Shape {
+                service: "rds",
+                op: "DescribeDBInstances",
+                region: self.rds.region().to_owned(),
+                problem: format!("{} not found", self.replica_id),
+            })
+    }
+}
+
+/// Is `source` (identifier or ARN) the instance `id`?
+pub fn names_instance(source: &str, id: &str) -> bool {
+    source == id || source.ends_with(&format!(":db:{id}"))
+}
+
+impl ReplicaPromoter for RdsReplica<'_> {
+    async fn ready(&self, budget: Duration) -> Result<Result<(), String>, AwsError> {
+        let d = self.describe(budget).await?;
+        Ok(if d.status != "available" {
+            Err(format!("replica {} is {}, not available", d.id, d.status))
+        } else if !d
+            .replication_source
+            .as_deref()
+            .is_some_and(|s| names_instance(s, &self.source_id))
+        {
+            Err(format!(
+                "{} is not a replica of {} (source: {})",
+                d.id,
+                self.source_id,
+                d.replication_source.as_deref().unwrap_or("none")
+            ))
+        } else {
+            Ok(())
+        })
+    }
+
+    #[instrument(skip(self), fields(replica = %self.replica_id))]
+    async fn promote(&self, budget: Duration) -> Result<(), AwsError> {
+        let region = self.rds.region().to_owned();
+        bounded("rds", "PromoteReadReplica", &region, budget, async {
+            self.rds
+                .client()
+                .promote_read_replica()
+                .db_instance_identifier(&self.replica_id)
+                .backup_retention_period(self.backup_retention_days)
+                .send()
+                .await
+                .map_err(|e| call_error("rds", "PromoteReadReplica", &region, e))?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn progress(&self, budget: Duration) -> Result<PromotionProgress, AwsError> {
+        let d = self.describe(budget).await?;
+        Ok(PromotionProgress {
+            // AWS clears the replication source when promotion completes.
+            complete: d.status == "available" && d.replication_source.is_none(),
+            status: d.status,
+        })
+    }
+}
+
+/// Aurora global database: the secondary cluster in S becomes the writer.
+pub struct AuroraGlobal<'a> {
+    /// RDS in S.
+    pub rds: &'a Rds,
+    /// Global cluster id.
+    pub global_cluster_id: String,
+    /// ARN of S's cluster.
+    pub target_cluster_arn: String,
+    /// `false`: FailoverGlobalCluster with AllowDataLoss (P lost).
+    /// `true`: SwitchoverGlobalCluster (planned, no data loss).
+    pub planned: bool,
+}
+
+impl AuroraGlobal<'_> {
+    async fn target_is_writer(&self, budget: Duration) -> Result<(bool, String), AwsError> {
+        let region = self.rds.region().to_owned();
+        bounded("rds", "DescribeGlobalClusters", &region, budget, async {
+            let out = self
+                .rds
+                .client()
+                .describe_global_clusters()
+                .global_cluster_identifier(&self.global_cluster_id)
+                .send()
+                .await
+                .map_err(|e| call_error("rds", "DescribeGlobalClusters", &region, e))?;
+            let gc = out
+                .global_clusters()
+                .first()
+                .ok_or_else(|| AwsError::Shape {
+                    service: "rds",
+                    op: "DescribeGlobalClusters",
+                    region: region.clone(),
+                    problem: format!("global cluster {} not found", self.global_cluster_id),
+                })?;
+            let writer = gc.global_cluster_members().iter().any(|m| {
+                m.db_cluster_arn() == Some(self.target_cluster_arn.as_str())
+                    && m.is_writer() == Some(true)
+            });
+            Ok((writer, gc.status().unwrap_or("unknown").to_owned()))
+        })
+        .await
+    }
+}
+
+impl ReplicaPromoter for AuroraGlobal<'_> {
+    async fn ready(&self, budget: Duration) -> Result<Result<(), String>, AwsError> {
+        let (writer, status) = self.target_is_writer(budget).await?;
+        Ok(if writer {
+            Err(format!("{} is already the writer", self.target_cluster_arn))
+        } else if status != "available" {
+            Err(format!(
+                "global cluster {} is {status}",
+                self.global_cluster_id
+            ))
+        } else {
+            Ok(())
+        })
+    }
+
+    #[instrument(skip(self), fields(global = %self.global_cluster_id, planned = self.planned))]
+    async fn promote(&self, budget: Duration) -> Result<(), AwsError> {
+        let region = self.rds.region().to_owned();
+        let c = self.rds.client();
+        if self.planned {
+            bounded("rds", "SwitchoverGlobalCluster", &region, budget, async {
+                c.switchover_global_cluster()
+                    .global_cluster_identifier(&self.global_cluster_id)
+                    .target_db_cluster_identifier(&self.target_cluster_arn)
+                    .send()
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| call_error("rds", "SwitchoverGlobalCluster", &region, e))
+            })
+            .await
+        } else {
+            bounded("rds", "FailoverGlobalCluster", &region, budget, async {
+                c.failover_global_cluster()
+                    .global_cluster_identifier(&self.global_cluster_id)
+                    .target_db_cluster_identifier(&self.target_cluster_arn)
+                    .allow_data_loss(true)
+                    .send()
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| call_error("rds", "FailoverGlobalCluster", &region, e))
+            })
+            .await
+        }
+    }
+
+    async fn progress(&self, budget: Duration) -> Result<PromotionProgress, AwsError> {
+        let (writer, status) = self.target_is_writer(budget).await?;
+        Ok(PromotionProgress {
+            complete: writer && status == "available",
+            status,
+        })
+    }
+}
+
+/// The promoter the plan asks for.
+pub enum Promoter<'a> {
+    /// RDS instance.
+    Rds(RdsReplica<'a>),
+    /// Aurora global cluster.
+    Aurora(AuroraGlobal<'a>),
+}
+
+impl<'a> Promoter<'a> {
+    /// Build from the plan, on S's RDS client.
+    pub fn for_plan(state: &ExecutionState, s_rds: &'a Rds) -> Promoter<'a> {
+        let plan = &state.input.plan;
+        match plan.database.kind {
+            DatabaseKind::RdsInstance => Promoter::Rds(RdsReplica {
+                rds: s_rds,
+                replica_id: plan.regions.standby.db_instance_id.clone(),
+                source_id: plan.regions.primary.db_instance_id.clone(),
+                backup_retention_days: plan.database.backup_retention_days,
+            }),
+            DatabaseKind::AuroraGlobal => Promoter::Aurora(AuroraGlobal {
+                rds: s_rds,
+                global_cluster_id: plan.database.global_cluster_id.clone().unwrap_or_default(),
+                target_cluster_arn: plan
+                    .database
+                    .standby_cluster_arn
+                    .clone()
+                    .unwrap_or_default(),
+                planned: state.input.drill,
+            }),
+        }
+    }
+}
+
+impl ReplicaPromoter for Promoter<'_> {
+    async fn ready(&self, budget: Duration) -> Result<Result<(), String>, AwsError> {
+        match self {
+            Promoter::Rds(p) => p.ready(budget).await,
+            Promoter::Aurora(p) => p.ready(budget).await,
+        }
+    }
+    async fn promote(&self, budget: Duration) -> Result<(), AwsError> {
+        match self {
+            Promoter::Rds(p) => p.promote(budget).await,
+            Promoter::Aurora(p) => p.promote(budget).await,
+        }
+    }
+    async fn progress(&self, budget: Duration) -> Result<PromotionProgress, AwsError> {
+        match self {
+            Promoter::Rds(p) => p.progress(budget).await,
+            Promoter::Aurora(p) => p.progress(budget).await,
+        }
+    }
+}
+
+/// Start the promotion for the run in `state`.
+pub async fn start<P: ReplicaPromoter, L: ReplicaLag>(
+    state: &ExecutionState,
+    execution: &str,
+    store: &Store,
+    promoter: &P,
+    lag: &L,
+    now: impl Fn() -> DateTime<Utc>,
+) -> Result<PromotionResult, StepError> {
+    let now = super::millis(now);
+    let plan = &state.input.plan;
+    let epoch = start_epoch(state)?;
+    let budget = Duration::from_millis(plan.timings.call_timeout_ms);
+    let fence: FenceResult = state
+        .require("fence")
+        .map_err(|e| StepError::Precondition(e.message))?;
+    if !fence.may_proceed {
+        return Err(StepError::Precondition(format!(
+            "the fence is {:?} and the policy is {:?}: a person must fence P before promotion",
+            fence.outcome, fence.policy
+        )));
+    }
+    let approval: ApprovalResult = state
+        .require("approval")
+        .map_err(|e| StepError::Precondition(e.message))?;
+
+    // A retry after the call went out: report, never call twice.
+    let current = store
+        .primary()
+        .await?
+        .ok_or_else(|| StepError::Precondition("the primary record is missing".into()))?;
+    if let Some(tr) = current
+        .transition
+        .as_ref()
+        .filter(|t| t.execution == execution)
+        && let (Some(called), Some((rpo, at))) = (tr.promote_called_at, tr.rpo)
+    {
+        info!(execution, "promotion already called by this execution");
+        return Ok(promoting(
+            rpo,
+            at,
+            called,
+            "promoting (already called)".into(),
+        ));
+    }
+    // This execution already completed the promotion (a late retry).
+    if current.epoch == epoch + 1
+        && current.last_execution.as_deref() == Some(execution)
+        && let Some(tr) = &current.last_transition
+        && let (Some(called), Some((rpo, at))) = (tr.promote_called_at, tr.rpo)
+    {
+        let mut done = promoting(rpo, at, called, "promoted (already)".into());
+        done.status = PromotionStatus::Promoted;
+        done.promoted_at = current.promoted_at;
+        done.duration_s = current
+            .promoted_at
+            .map(|p| (p - called).num_milliseconds() as f64 / 1000.0);
+        done.epoch = Some(current.epoch);
+        return Ok(done);
+    }
+    if current.epoch != epoch {
+        return Err(StepError::Refused(format!(
+            "the epoch moved from {epoch} to {}",
+            current.epoch
+        )));
+    }
+
+    if let Err(reason) = promoter.ready(budget).await? {
+        return Err(StepError::Precondition(reason));
+    }
+    let s = &plan.regions.standby;
+    let sample = lag
+        .latest_lag(
+            &s.db_instance_id,
+            now(),
+            chrono::Duration::minutes(5),
+            budget,
+        )
+        .await?
+        .ok_or_else(|| {
+            StepError::Precondition(format!(
+                "no ReplicaLag sample for {} in the last 5 minutes: the RPO cannot be recorded",
+                s.db_instance_id
+            ))
+        })?;
+    if sample.seconds < 0.0 {
+        return Err(StepError::Precondition(
+            "ReplicaLag is -1: replication has stopped".into(),
+        ));
+    }
+    if sample.seconds > plan.targets.rpo_s as f64 && !approval.data_loss_acknowledged {
+        return Err(StepError::Precondition(format!(
+            "replica lag {} s exceeds the RPO limit {} s and the approval did not acknowledge data loss",
+            sample.seconds, plan.targets.rpo_s
+        )));
+    }
+    let rec = claimed(
+        store
+            .claim_promotion(epoch, execution, (sample.seconds, sample.at), now())
+            .await?,
+        "promote",
+    )?;
+    let tr = rec.transition.expect("a claimed record has a transition");
+    let (rpo, at) = tr.rpo.unwrap_or((sample.seconds, sample.at));
+    if let Some(called) = tr.promote_called_at {
+        return Ok(promoting(
+            rpo,
+            at,
+            called,
+            "promoting (already called)".into(),
+        ));
+    }
+    promoter.promote(budget).await?;
+    let called = now();
+    claimed(
+        store.mark_promote_called(epoch, execution, called).await?,
+        "promote",
+    )?;
+    info!(execution, epoch, rpo_s = rpo, "promotion started");
+    Ok(promoting(rpo, at, called, "promoting".into()))
+}
+
+fn promoting(
+    rpo: f64,
+    at: DateTime<Utc>,
+    called: DateTime<Utc>,
+    status: String,
+) -> PromotionResult {
+    PromotionResult {
+        status: PromotionStatus::Promoting,
+        rpo_s: rpo,
+        lag_sampled_at: at,
+        promote_started_at: called,
+        promoted_at: None,
+        duration_s: None,
+        epoch: None,
+        polls: 0,
+        db_status: status,
+    }
+}
+
+/// One status poll. When the database reports the promotion complete, the
+/// primary record moves to S with epoch + 1 (conditionally).
+pub async fn status<P: ReplicaPromoter>(
+    state: &ExecutionState,
+    execution: &str,
+    store: &Store,
+    promoter: &P,
+    now: impl Fn() -> DateTime<Utc>,
+) -> Result<PromotionResult, StepError> {
+    let now = super::millis(now);
+    let plan = &state.input.plan;
+    let epoch = start_epoch(state)?;
+    let budget = Duration::from_millis(plan.timings.call_timeout_ms);
+    let mut result: PromotionResult = state
+        .require("promotion")
+        .map_err(|e| StepError::Precondition(e.message))?;
+    result.polls += 1;
+    if result.status == PromotionStatus::Promoted {
+        return Ok(result);
+    }
+    let progress = promoter.progress(budget).await?;
+    result.db_status = progress.status.clone();
+    if !progress.complete {
+        return Ok(result);
+    }
+    let s = &plan.regions.standby;
+    let promoted_at = match store
+        .complete_promotion(epoch, execution, &s.region, &s.db_instance_id, now())
+        .await?
+    {
+        PromotionOutcome::Promoted(rec) | PromotionOutcome::AlreadyPromoted(rec) => {
+            result.epoch = Some(rec.epoch);
+            rec.promoted_at.unwrap_or_else(&now)
+        }
+        PromotionOutcome::EpochMoved { now } => {
+            return Err(StepError::Refused(format!(
+                "the epoch moved to {now} before this promotion completed"
+            )));
+        }
+        PromotionOutcome::Busy { execution } => {
+            return Err(StepError::Refused(format!(
+                "execution {execution} holds the transition"
+            )));
+        }
+        PromotionOutcome::Missing => {
+            return Err(StepError::Precondition(
+                "the primary record is missing".into(),
+            ));
+        }
+    };
+    result.status = PromotionStatus::Promoted;
+    result.promoted_at = Some(promoted_at);
+    result.duration_s =
+        Some((promoted_at - result.promote_started_at).num_milliseconds() as f64 / 1000.0);
+    info!(execution, epoch = ?result.epoch, duration_s = ?result.duration_s, "promoted; primary record now names S");
+    Ok(result)
+}

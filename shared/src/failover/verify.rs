@@ -1,0 +1,194 @@
+//! Verify: prove the failover worked, or fail the run.
+//!
+//! Three checks run concurrently, each retried with backoff until the plan's
+//! deadline, each recording attempts and its first success: DNS answers with
+//! S's target (route53:TestDNSAnswer), a GET of the public name returns 200
+//! (the read-RTO point), and the write canary succeeds (the write-RTO point).
+
+use super::StepError;
+use super::canary::{Secrets, write_once};
+use crate::adapters::{AwsError, call_error};
+use crate::execution::{Check, ExecutionState, VerifyResult};
+use chrono::{DateTime, Utc};
+use std::time::Duration;
+use tracing::{info, instrument, warn};
+
+/// Ask Route 53 what a name resolves to (route53:TestDNSAnswer).
+pub trait DnsAnswers {
+    /// The record data Route 53 answers with.
+    fn answer(
+        &self,
+        zone: &str,
+        name: &str,
+        rtype: &str,
+    ) -> impl std::future::Future<Output = Result<Vec<String>, AwsError>> + Send;
+}
+
+impl DnsAnswers for super::switch::Route53Control {
+    #[instrument(skip(self))]
+    async fn answer(&self, zone: &str, name: &str, rtype: &str) -> Result<Vec<String>, AwsError> {
+        let out = self
+            .client()
+            .test_dns_answer()
+            .hosted_zone_id(zone)
+            .record_name(name)
+            .record_type(rtype.into())
+            .send()
+            .await
+            .map_err(|e| call_error("route53", "TestDNSAnswer", "us-east-1", e))?;
+        Ok(out.record_data().to_vec())
+    }
+}
+
+/// Retry timing.
+#[derive(Debug, Clone, Copy)]
+pub struct Backoff {
+    /// First wait.
+    pub first: Duration,
+    /// Longest wait.
+    pub max: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self {
+            first: Duration::from_millis(250),
+            max: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Retry `attempt` until it succeeds or `deadline` passes.
+pub async fn until_deadline<F, Fut>(
+    deadline: tokio::time::Instant,
+    backoff: Backoff,
+    mut attempt: F,
+) -> Check
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<(String, DateTime<Utc>), String>>,
+{
+    let mut wait = backoff.first;
+    let mut check = Check {
+        ok: false,
+        attempts: 0,
+        first_success_at: None,
+        last_error: None,
+        detail: String::new(),
+    };
+    loop {
+        check.attempts += 1;
+        match tokio::time::timeout_at(deadline, attempt()).await {
+            Ok(Ok((detail, at))) => {
+                check.ok = true;
+                check.first_success_at = Some(at);
+                check.detail = detail;
+                return check;
+            }
+            Ok(Err(e)) => check.last_error = Some(e),
+            Err(_) => {
+                check
+                    .last_error
+                    .get_or_insert_with(|| "deadline reached during the attempt".into());
+                return check;
+            }
+        }
+        let now = tokio::time::Instant::now();
+        if now + wait >= deadline {
+            return check;
+        }
+        tokio::time::sleep(wait).await;
+        wait = (wait * 2).min(backoff.max);
+    }
+}
+
+/// The capabilities verify uses.
+pub struct VerifyDeps<'a, D, S> {
+    /// TestDNSAnswer.
+    pub dns: &'a D,
+    /// Secrets for the DB canary.
+    pub secrets: &'a S,
+    /// Plain HTTP(S).
+    pub http: &'a reqwest::Client,
+}
+
+/// Run the three checks; a miss fails with `Handover.VerifyFailed` and the evidence.
+pub async fn verify<D: DnsAnswers, S: Secrets>(
+    state: &ExecutionState,
+    deps: &VerifyDeps<'_, D, S>,
+    backoff: Backoff,
+) -> Result<VerifyResult, StepError> {
+    let plan = &state.input.plan;
+    let started_at = Utc::now();
+    let deadline =
+        tokio::time::Instant::now() + Duration::from_secs(plan.timings.verify_deadline_s);
+    let budget = Duration::from_millis(plan.timings.call_timeout_ms);
+    let dns = &plan.dns;
+    let want = dns
+        .standby_target
+        .trim_end_matches('.')
+        .to_ascii_lowercase();
+    let dns_check = until_deadline(deadline, backoff, || async {
+        let answers = deps
+            .dns
+            .answer(&dns.hosted_zone_id, &dns.record_name, "CNAME")
+            .await
+            .map_err(|e| crate::error::chain(&e))?;
+        if answers
+            .iter()
+            .any(|a| a.trim_end_matches('.').eq_ignore_ascii_case(&want))
+        {
+            Ok((
+                format!("{} answers {answers:?}", dns.record_name),
+                Utc::now(),
+            ))
+        } else {
+            Err(format!(
+                "{} answers {answers:?}, not {want}",
+                dns.record_name
+            ))
+        }
+    });
+    let read_url = dns.read_url();
+    let read_check = until_deadline(deadline, backoff, || async {
+        let r = deps
+            .http
+            .get(&read_url)
+            .timeout(budget)
+            .send()
+            .await
+            .map_err(|e| crate::error::chain(&e))?;
+        match r.status().as_u16() {
+            200 => Ok((format!("GET {read_url} -> 200"), Utc::now())),
+            code => Err(format!("GET {read_url} -> HTTP {code}")),
+        }
+    });
+    let incident = &state.input.incident_id;
+    let write_check = until_deadline(deadline, backoff, || async {
+        write_once(&plan.canary, deps.secrets, deps.http, incident, budget)
+            .await
+            .map(|w| (w.detail, w.at))
+    });
+    let (dns_c, read_c, write_c) = tokio::join!(
+        Box::pin(dns_check),
+        Box::pin(read_check),
+        Box::pin(write_check)
+    );
+    let result = VerifyResult {
+        dns: dns_c,
+        read: read_c,
+        write: write_c,
+        started_at,
+    };
+    if result.dns.ok && result.read.ok && result.write.ok {
+        info!(incident = %incident, read_at = ?result.read.first_success_at, write_at = ?result.write.first_success_at, "verified");
+        Ok(result)
+    } else {
+        warn!(incident = %incident, dns = result.dns.ok, read = result.read.ok, write = result.write.ok, "verification missed its deadline");
+        let evidence = serde_json::to_string(&result).unwrap_or_default();
+        Err(StepError::VerifyFailed(format!(
+            "checks did not all pass within {} s (dns {}, read {}, write {}): {evidence}",
+            plan.timings.verify_deadline_s, result.dns.ok, result.read.ok, result.write.ok
+        )))
+    }
+}

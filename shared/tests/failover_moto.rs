@@ -1,0 +1,289 @@
+//! fence and promote against moto's RDS, CloudWatch and DynamoDB.
+
+use chrono::Utc;
+use handover::adapters::{CloudWatch, Rds};
+use handover::aws::Aws;
+use handover::error::{Classify, ErrorName};
+use handover::execution::{ExecutionState, FenceOutcome, PromotionStatus};
+use handover::failover::promote::{Promoter, start, status};
+use handover::failover::{StepError, fence::fence};
+use handover::plan::{OnUnconfirmed, Plan};
+use handover::store::Store;
+use handover_testkit::world::{
+    approval, provision_databases, put_replica_lag, run_state, unique_plan,
+};
+use handover_testkit::{aws, control, count_calls, fresh_store};
+use serde_json::json;
+
+struct Run {
+    aws: Aws,
+    plan: Plan,
+    store: Store,
+}
+
+async fn run(lag: f64) -> Run {
+    run_in(unique_plan(), lag).await
+}
+
+async fn run_in(plan: Plan, lag: f64) -> Run {
+    let aws = aws();
+    provision_databases(&aws, &plan).await;
+    put_replica_lag(
+        &aws,
+        &plan.regions.standby.region,
+        &plan.regions.standby.db_instance_id,
+        lag,
+        Utc::now(),
+    )
+    .await;
+    let store = fresh_store(&aws).await;
+    store
+        .init_primary(
+            &plan.regions.primary.region,
+            &plan.regions.primary.db_instance_id,
+            Utc::now(),
+        )
+        .await
+        .unwrap();
+    Run { aws, plan, store }
+}
+
+impl Run {
+    async fn p_rds(&self) -> Rds {
+        Rds::new(&self.aws, &self.plan.regions.primary.region).await
+    }
+    async fn s_rds(&self) -> Rds {
+        Rds::new(&self.aws, &self.plan.regions.standby.region).await
+    }
+    async fn fenced(&self, exec: &str, ack: bool) -> Result<ExecutionState, StepError> {
+        let state = run_state(&self.plan, json!({ "approval": approval(ack) }));
+        let f = fence(&state, exec, &self.store, &self.p_rds().await, Utc::now).await?;
+        let mut state = state;
+        state
+            .steps
+            .insert("fence".into(), serde_json::to_value(f).unwrap());
+        Ok(state)
+    }
+    async fn start(
+        &self,
+        state: &ExecutionState,
+        exec: &str,
+    ) -> Result<handover::execution::PromotionResult, StepError> {
+        let s_rds = self.s_rds().await;
+        let lag = CloudWatch::new(&self.aws, &self.plan.regions.standby.region).await;
+        start(
+            state,
+            exec,
+            &self.store,
+            &Promoter::for_plan(state, &s_rds),
+            &lag,
+            Utc::now,
+        )
+        .await
+    }
+    async fn promote_calls(&self) -> usize {
+        count_calls(
+            "PromoteReadReplica",
+            &self.plan.regions.standby.db_instance_id,
+        )
+        .await
+    }
+}
+
+#[tokio::test]
+async fn fence_swaps_in_the_deny_all_group_and_records_the_old_ones() {
+    let r = run(5.0).await;
+    let state = run_state(&r.plan, json!({}));
+    let p = r.p_rds().await;
+    let f = fence(&state, "exec-a", &r.store, &p, Utc::now)
+        .await
+        .unwrap();
+    assert_eq!(f.outcome, FenceOutcome::Confirmed, "{}", f.detail);
+    assert!(f.may_proceed);
+    assert_eq!(
+        f.previous_security_groups,
+        vec!["sg-0app000000000000p".to_string()]
+    );
+    let db = handover::adapters::DbInspector::describe(
+        &p,
+        &r.plan.regions.primary.db_instance_id,
+        std::time::Duration::from_secs(5),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(
+        db.security_groups,
+        vec![r.plan.regions.primary.fence_security_group_id.clone()]
+    );
+    // A second call in the same execution: the same outcome, no second modify.
+    let modifies = count_calls("ModifyDBInstance", &r.plan.regions.primary.db_instance_id).await;
+    let again = fence(&state, "exec-a", &r.store, &p, Utc::now)
+        .await
+        .unwrap();
+    assert_eq!(again.outcome, FenceOutcome::Confirmed);
+    assert_eq!(again.previous_security_groups, f.previous_security_groups);
+    assert_eq!(again.fenced_at, f.fenced_at);
+    assert_eq!(
+        count_calls("ModifyDBInstance", &r.plan.regions.primary.db_instance_id).await,
+        modifies
+    );
+    assert_eq!(modifies, 1);
+}
+
+#[tokio::test]
+async fn fence_with_p_unreachable_is_unconfirmed_and_the_policy_decides() {
+    // A Region of its own, so the injected fault touches no other test.
+    let mut plan = unique_plan();
+    plan.regions.primary.region = "eu-central-1".into();
+    plan.fence.timeout_ms = 800;
+    let r = run_in(plan, 5.0).await;
+    control(
+        "faults",
+        json!({"rds:eu-central-1": {"mode": "timeout", "seconds": 2}}),
+    )
+    .await;
+    let p = r.p_rds().await;
+    let stop = fence(
+        &run_state(&r.plan, json!({})),
+        "exec-a",
+        &r.store,
+        &p,
+        Utc::now,
+    )
+    .await;
+    let mut proceed_plan = r.plan.clone();
+    proceed_plan.fence.on_unconfirmed = OnUnconfirmed::Proceed;
+    let store2 = fresh_store(&r.aws).await;
+    store2
+        .init_primary(
+            "eu-central-1",
+            &r.plan.regions.primary.db_instance_id,
+            Utc::now(),
+        )
+        .await
+        .unwrap();
+    let proceed = fence(
+        &run_state(&proceed_plan, json!({})),
+        "exec-b",
+        &store2,
+        &p,
+        Utc::now,
+    )
+    .await;
+    control("faults", json!({"rds:eu-central-1": null})).await;
+    let stop = stop.unwrap();
+    assert_eq!(stop.outcome, FenceOutcome::Unconfirmed);
+    assert_eq!(stop.policy, OnUnconfirmed::Stop);
+    assert!(!stop.may_proceed);
+    assert!(stop.detail.contains("timed out"), "{}", stop.detail);
+    let proceed = proceed.unwrap();
+    assert_eq!(proceed.outcome, FenceOutcome::Unconfirmed);
+    assert!(proceed.may_proceed);
+}
+
+#[tokio::test]
+async fn two_executions_racing_fence_and_promote_make_exactly_one_promotion_call() {
+    let r = run(5.0).await;
+    let (a, b) = tokio::join!(
+        async {
+            let s = r.fenced("exec-a", false).await?;
+            r.start(&s, "exec-a").await
+        },
+        async {
+            let s = r.fenced("exec-b", false).await?;
+            r.start(&s, "exec-b").await
+        }
+    );
+    let (winner, loser) = match (&a, &b) {
+        (Ok(w), Err(l)) | (Err(l), Ok(w)) => (w, l),
+        _ => panic!("exactly one must win: {a:?} / {b:?}"),
+    };
+    assert_eq!(winner.status, PromotionStatus::Promoting);
+    assert_eq!(loser.error_name(), ErrorName::Refused, "{loser}");
+    assert_eq!(r.promote_calls().await, 1);
+}
+
+#[tokio::test]
+async fn a_retried_promote_after_success_calls_nothing_twice() {
+    let r = run(5.0).await;
+    let mut state = r.fenced("exec-a", false).await.unwrap();
+    let first = r.start(&state, "exec-a").await.unwrap();
+    let again = r.start(&state, "exec-a").await.unwrap();
+    assert_eq!(r.promote_calls().await, 1);
+    assert_eq!(again.promote_started_at, first.promote_started_at);
+    assert_eq!(again.rpo_s, first.rpo_s);
+    // Poll to completion; the record moves to S with epoch 2.
+    state
+        .steps
+        .insert("promotion".into(), serde_json::to_value(&first).unwrap());
+    let s_rds = r.s_rds().await;
+    let done = status(
+        &state,
+        "exec-a",
+        &r.store,
+        &Promoter::for_plan(&state, &s_rds),
+        Utc::now,
+    )
+    .await
+    .unwrap();
+    assert_eq!(done.status, PromotionStatus::Promoted, "{}", done.db_status);
+    assert_eq!(done.epoch, Some(2));
+    assert_eq!(done.polls, 1);
+    assert!(done.promoted_at.is_some() && done.duration_s.is_some());
+    let rec = r.store.primary().await.unwrap().unwrap();
+    assert_eq!(
+        (rec.region.as_str(), rec.epoch),
+        (r.plan.regions.standby.region.as_str(), 2)
+    );
+    // A late retry of start after completion reports it, calls nothing.
+    let late = r.start(&state, "exec-a").await.unwrap();
+    assert_eq!(late.status, PromotionStatus::Promoted);
+    assert_eq!(r.promote_calls().await, 1);
+    // And a retried status poll completes nothing twice.
+    state
+        .steps
+        .insert("promotion".into(), serde_json::to_value(&done).unwrap());
+    let again = status(
+        &state,
+        "exec-a",
+        &r.store,
+        &Promoter::for_plan(&state, &s_rds),
+        Utc::now,
+    )
+    .await
+    .unwrap();
+    assert_eq!(again.status, PromotionStatus::Promoted);
+    assert_eq!(r.store.primary().await.unwrap().unwrap().epoch, 2);
+}
+
+#[tokio::test]
+async fn lag_over_the_limit_needs_acknowledgement() {
+    let r = run(126.0).await;
+    let state = r.fenced("exec-a", false).await.unwrap();
+    let err = r.start(&state, "exec-a").await.unwrap_err();
+    assert_eq!(err.error_name(), ErrorName::Precondition);
+    assert!(err.to_string().contains("126"), "{err}");
+    assert_eq!(r.promote_calls().await, 0);
+
+    let mut acked = state.clone();
+    acked.steps.insert("approval".into(), approval(true));
+    let ok = r.start(&acked, "exec-a").await.unwrap();
+    assert_eq!(ok.rpo_s, 126.0, "the recorded RPO is the lag sample");
+    assert_eq!(r.promote_calls().await, 1);
+}
+
+#[tokio::test]
+async fn an_unconfirmed_fence_under_stop_blocks_promotion() {
+    let r = run(5.0).await;
+    let mut state = r.fenced("exec-a", false).await.unwrap();
+    let mut f: handover::execution::FenceResult = state.require("fence").unwrap();
+    f.outcome = FenceOutcome::Unconfirmed;
+    f.may_proceed = false;
+    state
+        .steps
+        .insert("fence".into(), serde_json::to_value(f).unwrap());
+    let err = r.start(&state, "exec-a").await.unwrap_err();
+    assert_eq!(err.error_name(), ErrorName::Precondition);
+    assert_eq!(r.promote_calls().await, 0);
+}

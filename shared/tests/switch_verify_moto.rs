@@ -1,0 +1,358 @@
+//! switch and verify against moto's Route 53 and SSM, loopback stand-ins
+//! (the app, an ARC cluster), and a real PostgreSQL for the write canary.
+
+use chrono::Utc;
+use handover::adapters::Route53;
+use handover::aws::Aws;
+use handover::error::{Classify, ErrorName};
+use handover::failover::canary::SecretsManager;
+use handover::failover::switch::{ArcClusters, Route53Control, Ssm, SwitchDeps, switch};
+use handover::failover::verify::{Backoff, VerifyDeps, verify};
+use handover::plan::{ArcEndpoint, Canary, Plan, SwitchMode, WriterEndpoint};
+use handover_testkit::app::App;
+use handover_testkit::world::{
+    provision_dns, put_db_secret, run_state, test_postgres, unique_plan,
+};
+use handover_testkit::{aws, control};
+use serde_json::json;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+async fn dns_plan(aws: &Aws) -> Plan {
+    let mut plan = unique_plan();
+    provision_dns(aws, &mut plan, "p-alb.ap-northeast-2.elb.amazonaws.com").await;
+    plan
+}
+
+async fn run_switch(aws: &Aws, plan: &Plan) -> handover::execution::SwitchResult {
+    let state = run_state(plan, json!({}));
+    let route53 = Route53::new(aws).await;
+    let control = Route53Control::new(aws).await;
+    let arc = ArcClusters::new(aws, &plan.dns.arc_cluster_endpoints).await;
+    let ssm = Ssm::new(aws, &plan.regions.standby.region).await;
+    let deps = SwitchDeps {
+        health: &route53,
+        checks: &control,
+        records: &control,
+        arc: &arc,
+        params: &ssm,
+    };
+    switch(&state, &deps, Utc::now).await.unwrap()
+}
+
+async fn inverted(aws: &Aws, id: &str) -> bool {
+    aws.route53()
+        .await
+        .get_health_check()
+        .health_check_id(id)
+        .send()
+        .await
+        .unwrap()
+        .health_check
+        .unwrap()
+        .health_check_config
+        .unwrap()
+        .inverted
+        .unwrap_or(false)
+}
+
+async fn cname(aws: &Aws, zone: &str, name: &str) -> Vec<String> {
+    let out = aws
+        .route53()
+        .await
+        .list_resource_record_sets()
+        .hosted_zone_id(zone)
+        .send()
+        .await
+        .unwrap();
+    out.resource_record_sets()
+        .iter()
+        .filter(|r| r.name().trim_end_matches('.') == name.trim_end_matches('.'))
+        .flat_map(|r| r.resource_records().iter().map(|v| v.value().to_owned()))
+        .collect()
+}
+
+#[tokio::test]
+async fn health_check_failover_inverts_a_green_check_and_moves_the_writer() {
+    let aws = aws();
+    let plan = dns_plan(&aws).await;
+    let p_check = plan.regions.primary.health_check_id.clone();
+    control("health", json!({ &p_check: true })).await; // app dead, check green
+    let out = run_switch(&aws, &plan).await;
+    assert!(inverted(&aws, &p_check).await, "P's check is inverted");
+    let WriterEndpoint::Cname {
+        hosted_zone_id,
+        name,
+        standby_target,
+    } = &plan.dns.writer
+    else {
+        panic!()
+    };
+    assert_eq!(
+        cname(&aws, hosted_zone_id, name).await,
+        vec![standby_target.clone()]
+    );
+    assert_eq!(out.changes.len(), 2, "{:?}", out.changes);
+    assert_eq!(out.changes[0].previous.as_deref(), Some("false"));
+    assert_eq!(
+        out.changes[1].previous.as_deref(),
+        Some("p-db.ap-northeast-2.rds.amazonaws.com")
+    );
+    // The public failover records are untouched.
+    let public = cname(&aws, &plan.dns.hosted_zone_id, &plan.dns.record_name).await;
+    assert_eq!(public.len(), 2);
+}
+
+#[tokio::test]
+async fn health_check_failover_leaves_a_failing_check_alone() {
+    let aws = aws();
+    let plan = dns_plan(&aws).await;
+    let p_check = plan.regions.primary.health_check_id.clone();
+    control("health", json!({ &p_check: false })).await;
+    let out = run_switch(&aws, &plan).await;
+    assert!(!inverted(&aws, &p_check).await);
+    assert_eq!(
+        out.changes.len(),
+        1,
+        "only the writer moved: {:?}",
+        out.changes
+    );
+}
+
+#[tokio::test]
+async fn record_upsert_points_the_public_name_at_s_and_an_ssm_writer() {
+    let aws = aws();
+    let mut plan = unique_plan();
+    let zone = aws
+        .route53()
+        .await
+        .create_hosted_zone()
+        .name(format!("{}.example.com", handover_testkit::unique("up")))
+        .caller_reference(handover_testkit::unique("z"))
+        .send()
+        .await
+        .unwrap()
+        .hosted_zone
+        .unwrap();
+    plan.dns.hosted_zone_id = zone.id.trim_start_matches("/hostedzone/").to_owned();
+    plan.dns.record_name = format!("app.{}", zone.name);
+    plan.dns.switch_mode = SwitchMode::RecordUpsert;
+    let param = format!("/{}/writer", handover_testkit::unique("shop"));
+    plan.dns.writer = WriterEndpoint::SsmParameter {
+        name: param.clone(),
+        standby_value: "s-db.example".into(),
+    };
+    let ssm = aws.ssm(&plan.regions.standby.region).await;
+    ssm.put_parameter()
+        .name(&param)
+        .value("p-db.example")
+        .r#type(aws_sdk_ssm::types::ParameterType::String)
+        .send()
+        .await
+        .unwrap();
+    let out = run_switch(&aws, &plan).await;
+    assert_eq!(
+        cname(&aws, &plan.dns.hosted_zone_id, &plan.dns.record_name).await,
+        vec![plan.dns.standby_target.clone()]
+    );
+    let now = ssm
+        .get_parameter()
+        .name(&param)
+        .send()
+        .await
+        .unwrap()
+        .parameter
+        .unwrap()
+        .value
+        .unwrap();
+    assert_eq!(now, "s-db.example");
+    assert_eq!(out.changes[0].previous, None, "there was no record before");
+    assert_eq!(out.changes[1].previous.as_deref(), Some("p-db.example"));
+    // Idempotent: a second switch changes nothing.
+    assert!(run_switch(&aws, &plan).await.changes.is_empty());
+}
+
+/// A loopback ARC cluster endpoint that records UpdateRoutingControlState bodies.
+async fn arc_stand_in(seen: Arc<Mutex<Vec<serde_json::Value>>>) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut sock, _)) = listener.accept().await else {
+                return;
+            };
+            let seen = seen.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    let n = sock.read(&mut chunk).await.unwrap_or(0);
+                    if n == 0 {
+                        break;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    let text = String::from_utf8_lossy(&buf);
+                    if let Some(i) = text.find("\r\n\r\n") {
+                        let len = text[..i]
+                            .lines()
+                            .find_map(|l| {
+                                l.to_ascii_lowercase()
+                                    .strip_prefix("content-length:")
+                                    .map(|v| v.trim().parse::<usize>().unwrap())
+                            })
+                            .unwrap_or(0);
+                        if buf.len() >= i + 4 + len {
+                            let body: serde_json::Value =
+                                serde_json::from_slice(&buf[i + 4..i + 4 + len]).unwrap();
+                            seen.lock().unwrap().push(body);
+                            break;
+                        }
+                    }
+                }
+                let resp = "HTTP/1.1 200 OK\r\ncontent-type: application/x-amz-json-1.0\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}";
+                let _ = sock.write_all(resp.as_bytes()).await;
+            });
+        }
+    });
+    url
+}
+
+#[tokio::test]
+async fn routing_control_turns_s_on_then_p_off_rotating_past_a_dead_endpoint() {
+    let aws = aws();
+    let mut plan = dns_plan(&aws).await;
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let live = arc_stand_in(seen.clone()).await;
+    plan.dns.switch_mode = SwitchMode::RoutingControl;
+    plan.dns.arc_cluster_endpoints = vec![
+        ArcEndpoint {
+            endpoint: "http://127.0.0.1:9".into(),
+            region: "us-west-2".into(),
+        },
+        ArcEndpoint {
+            endpoint: live,
+            region: "us-west-2".into(),
+        },
+    ];
+    plan.regions.primary.routing_control_arn = Some(
+        "arn:aws:route53-recovery-control::123456789012:controlpanel/x/routingcontrol/p".into(),
+    );
+    plan.regions.standby.routing_control_arn = Some(
+        "arn:aws:route53-recovery-control::123456789012:controlpanel/x/routingcontrol/s".into(),
+    );
+    plan.validate().unwrap();
+    let out = run_switch(&aws, &plan).await;
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert!(
+        seen[0]["RoutingControlArn"]
+            .as_str()
+            .unwrap()
+            .ends_with("/s")
+    );
+    assert_eq!(seen[0]["RoutingControlState"], "On");
+    assert!(
+        seen[1]["RoutingControlArn"]
+            .as_str()
+            .unwrap()
+            .ends_with("/p")
+    );
+    assert_eq!(seen[1]["RoutingControlState"], "Off");
+    assert_eq!(out.changes.len(), 3);
+}
+
+async fn verify_plan(aws: &Aws, database: &str) -> (Plan, App) {
+    let mut plan = dns_plan(aws).await;
+    let app = App::start(200).await;
+    plan.dns.read_url = Some(format!("{}/health", app.url));
+    let (port, password) = test_postgres();
+    let secret = put_db_secret(aws, &plan.regions.standby.region, "handover", &password).await;
+    plan.canary = Canary::Postgres {
+        host: "127.0.0.1".into(),
+        port,
+        database: database.into(),
+        secret_arn: secret,
+        table: "handover_canary".into(),
+        require_tls: false,
+    };
+    plan.timings.verify_deadline_s = 3;
+    control("health", json!({ &plan.regions.primary.health_check_id: false, &plan.regions.standby.health_check_id: true })).await;
+    (plan, app)
+}
+
+async fn run_verify(
+    aws: &Aws,
+    plan: &Plan,
+) -> Result<handover::execution::VerifyResult, handover::failover::StepError> {
+    let state = run_state(plan, json!({}));
+    let control = Route53Control::new(aws).await;
+    let secrets = SecretsManager::new(aws, &plan.regions.standby.region).await;
+    let http = reqwest::Client::new();
+    let deps = VerifyDeps {
+        dns: &control,
+        secrets: &secrets,
+        http: &http,
+    };
+    verify(
+        &state,
+        &deps,
+        Backoff {
+            first: Duration::from_millis(100),
+            max: Duration::from_millis(400),
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn verify_passes_with_dns_on_s_a_200_and_a_real_insert() {
+    let aws = aws();
+    let (plan, _app) = verify_plan(&aws, "handover").await;
+    let v = run_verify(&aws, &plan).await.unwrap();
+    assert!(v.dns.ok && v.read.ok && v.write.ok);
+    assert!(
+        v.write.detail.contains("INSERT INTO handover_canary"),
+        "{}",
+        v.write.detail
+    );
+    assert!(v.read.first_success_at.unwrap() >= v.started_at);
+    assert!(v.write.first_success_at.is_some());
+}
+
+#[tokio::test]
+async fn verify_against_a_read_only_database_retries_then_fails_at_the_deadline() {
+    let aws = aws();
+    let (plan, _app) = verify_plan(&aws, "handover_ro").await;
+    let started = std::time::Instant::now();
+    let err = run_verify(&aws, &plan).await.unwrap_err();
+    assert_eq!(err.error_name(), ErrorName::VerifyFailed);
+    let text = err.to_string();
+    assert!(
+        text.contains("read-only") || text.contains("25006"),
+        "{text}"
+    );
+    assert!(
+        text.contains("\"attempts\":"),
+        "the evidence is in the error: {text}"
+    );
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed >= Duration::from_secs(2) && elapsed < Duration::from_secs(10),
+        "{elapsed:?}"
+    );
+}
+
+#[tokio::test]
+async fn verify_fails_when_dns_still_answers_p() {
+    let aws = aws();
+    let (plan, _app) = verify_plan(&aws, "handover").await;
+    control(
+        "health",
+        json!({ &plan.regions.primary.health_check_id: true }),
+    )
+    .await;
+    let err = run_verify(&aws, &plan).await.unwrap_err();
+    assert_eq!(err.error_name(), ErrorName::VerifyFailed);
+    assert!(err.to_string().contains("p-alb"), "{err}");
+}
