@@ -11,9 +11,11 @@ step "cargo clippy --all-targets -D warnings"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 if [ -f statemachine.asl.json ]; then
   step "statelint statemachine.asl.json"
-  .venv/bin/statelint statemachine.asl.json
+  scripts/asl-lint.sh
 fi
 if [ -f infra/template.yaml ]; then
   step "cfn-lint infra/template.yaml (+ the SAM-expanded template)"
   scripts/cfn-lint.sh
+  step "IAM roles match the code"
+  .venv/bin/python scripts/iam_check.py
 fi

@@ -21,6 +21,7 @@ One process, two listeners on 127.0.0.1:
   - everything else goes to moto unchanged.
 
 Control endpoints (JSON): ``POST /_handover/faults``, ``POST /_handover/health``,
+``POST /_handover/lambda`` (``{"upstream": "http://127.0.0.1:PORT"}``),
 ``GET /_handover/calls`` (a log of AWS actions seen, for exact-call assertions),
 ``POST /_handover/reset``.
 
@@ -127,6 +128,15 @@ def target_of(headers, body: bytes) -> str:
     return ""
 
 
+APP = re.compile(r"\bapp/([A-Za-z0-9_.-]+)")
+
+
+def caller_of(headers) -> str:
+    """The calling function, from the SDK user agent's `app/<name>` (see handover::aws)."""
+    m = APP.search(headers.get("x-amz-user-agent", "") + " " + headers.get("User-Agent", ""))
+    return m.group(1) if m else ""
+
+
 def action_of(headers, path: str, body: bytes) -> str:
     target = headers.get("X-Amz-Target")
     if target:
@@ -187,7 +197,8 @@ def make_handler(world: World):
             action = action_of(self.headers, path, body)
             with world.lock:
                 world.calls.append({"service": service, "region": region, "action": action,
-                                    "target": target_of(self.headers, body), "t": time.time()})
+                                    "target": target_of(self.headers, body), "caller": caller_of(self.headers),
+                                    "t": time.time()})
                 fault = world.faults.get(f"{service}:{region}") or world.faults.get(f"{service}:*")
             if fault:
                 if fault.get("mode") == "timeout":
@@ -322,6 +333,10 @@ def make_handler(world: World):
             if path == "/_handover/calls" and method == "GET":
                 with world.lock:
                     return self._json(200, list(world.calls))
+            if path == "/_handover/lambda" and method == "POST":
+                with world.lock:
+                    world.lambda_upstream = doc.get("upstream")
+                return self._json(200, {"upstream": world.lambda_upstream})
             if path == "/_handover/reset" and method == "POST":
                 world.reset()
                 return self._json(200, {})

@@ -35,8 +35,24 @@ impl Aws {
         if let Some(c) = configs.get(region) {
             return c.clone();
         }
-        let config = aws_config::defaults(BehaviorVersion::latest())
-            .region(Region::new(region.to_owned()))
+        let mut loader =
+            aws_config::defaults(BehaviorVersion::latest()).region(Region::new(region.to_owned()));
+        // `app/<function>` in the user agent: CloudTrail (and the test router)
+        // can tell which Handover function made a call.
+        if let Some(app) = std::env::var("AWS_LAMBDA_FUNCTION_NAME")
+            .ok()
+            .and_then(|name| {
+                aws_config::AppName::new(
+                    name.chars()
+                        .filter(|c| c.is_ascii_alphanumeric() || "-_.".contains(*c))
+                        .collect::<String>(),
+                )
+                .ok()
+            })
+        {
+            loader = loader.app_name(app);
+        }
+        let config = loader
             .timeout_config(
                 aws_config::timeout::TimeoutConfig::builder()
                     .connect_timeout(Duration::from_secs(3))

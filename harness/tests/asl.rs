@@ -1,0 +1,156 @@
+//! Static checks on statemachine.asl.json: the rules the flow relies on.
+
+use handover::error::ErrorName;
+use serde_json::Value;
+
+const ASL: &str = include_str!("../../statemachine.asl.json");
+
+fn states() -> serde_json::Map<String, Value> {
+    let v: Value = serde_json::from_str(ASL).expect("statemachine.asl.json is JSON");
+    v["States"].as_object().expect("States").clone()
+}
+
+/// Every JSONPath a Choice rule reads, recursively (And/Or/Not).
+fn choice_paths(rule: &Value, out: &mut Vec<String>) {
+    if let Some(obj) = rule.as_object() {
+        for (k, v) in obj {
+            if (k == "Variable" || k.ends_with("Path"))
+                && let Some(s) = v.as_str()
+            {
+                out.push(s.to_owned());
+            }
+            if matches!(k.as_str(), "And" | "Or" | "Not" | "Choices") {
+                match v {
+                    Value::Array(a) => a.iter().for_each(|r| choice_paths(r, out)),
+                    other => choice_paths(other, out),
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn no_choice_reads_model_output() {
+    let mut paths = Vec::new();
+    for (_, s) in states() {
+        if s["Type"] == "Choice" {
+            choice_paths(&s, &mut paths);
+        }
+    }
+    assert!(!paths.is_empty());
+    for p in &paths {
+        assert!(!p.contains("explanation"), "a Choice reads AI text: {p}");
+        // Only deterministic fields decide.
+        let allowed = [
+            "$.diagnosis.action",
+            "$.recheck.action",
+            "$.fence.may_proceed",
+            "$.promotion.status",
+            "$.promotion.polls",
+            "$.plan.timings.promotion_max_polls",
+        ];
+        assert!(
+            allowed.contains(&p.as_str()),
+            "a Choice reads {p}, which is not a deterministic decision field"
+        );
+    }
+}
+
+#[test]
+fn every_task_resource_is_a_substitution_or_the_callback_integration() {
+    for (name, s) in states() {
+        if s["Type"] == "Task" {
+            let r = s["Resource"].as_str().unwrap();
+            assert!(
+                (r.starts_with("${") && r.ends_with("FunctionArn}"))
+                    || r == "arn:aws:states:::lambda:invoke.waitForTaskToken",
+                "{name}: {r}"
+            );
+            assert!(
+                !r.contains("aws-sdk"),
+                "{name}: no aws-sdk integrations (moto quirks)"
+            );
+        }
+    }
+}
+
+#[test]
+fn error_names_are_the_stable_ones() {
+    let ours: Vec<&str> = ErrorName::ALL.iter().map(|n| n.as_str()).collect();
+    for (name, s) in states() {
+        for key in ["Retry", "Catch"] {
+            for r in s[key].as_array().into_iter().flatten() {
+                for e in r["ErrorEquals"].as_array().unwrap() {
+                    let e = e.as_str().unwrap();
+                    assert!(
+                        ours.contains(&e) || e.starts_with("States.") || e.starts_with("Lambda."),
+                        "{name}: {key} matches unknown error {e}"
+                    );
+                }
+            }
+        }
+        if s["Type"] == "Fail"
+            && let Some(e) = s["Error"].as_str()
+        {
+            assert!(e.starts_with("Handover."), "{name}: {e}");
+        }
+    }
+}
+
+#[test]
+fn every_task_retries_transient_errors_with_jitter_and_catches_the_rest() {
+    for (name, s) in states() {
+        if s["Type"] != "Task" {
+            continue;
+        }
+        let retry = s["Retry"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{name}: no Retry"));
+        assert!(
+            retry.iter().any(|r| r["ErrorEquals"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|e| e == "Handover.Transient")
+                && r["JitterStrategy"] == "FULL"
+                && r["BackoffRate"].as_f64().unwrap() > 1.0),
+            "{name}: Handover.Transient must be retried with exponential backoff and FULL jitter"
+        );
+        let catch = s["Catch"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{name}: no Catch"));
+        let last = catch.last().unwrap();
+        assert_eq!(last["ErrorEquals"][0], "States.ALL", "{name}");
+        assert_eq!(last["ResultPath"], "$.error", "{name}: the cause is kept");
+        assert!(
+            s["ResultPath"].as_str().unwrap().starts_with("$."),
+            "{name}: output lands under its own key"
+        );
+    }
+}
+
+#[test]
+fn no_timing_is_hard_coded_where_the_plan_sets_it() {
+    for (name, s) in states() {
+        if s["Type"] == "Wait" {
+            assert!(
+                s["SecondsPath"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("$.plan.timings."),
+                "{name}"
+            );
+        }
+    }
+    let approval = &states()["RequestApproval"];
+    assert_eq!(
+        approval["TimeoutSecondsPath"],
+        "$.plan.timings.approval_timeout_s"
+    );
+}
+
+#[test]
+fn no_path_indexes_an_array() {
+    // moto's JSONPath returns [x] for $.a[0].b; the flow uses object paths only.
+    assert!(!ASL.contains("[0]"), "array index in a path");
+}

@@ -1,0 +1,146 @@
+"""The roles match the code.
+
+For every function, `functions/<name>/iam.txt` declares the AWS actions its
+code calls. This check proves three things:
+
+1. the declared set equals the actions granted to that function's role in
+   infra/template.yaml (logs:* for its own log group aside): nothing granted
+   but unused, nothing used but not granted;
+2. every declared action is really called: its SDK operation
+   (`.modify_db_instance()` for rds:ModifyDBInstance) appears in the code the
+   function is built from (its crate, and the modules of `shared/` it imports);
+3. with --observed FILE (the router's call log from the path tests, where
+   each call names its function), every call a function really made is declared.
+
+Prints `N passed, N failed` and exits non-zero on any failure.
+"""
+
+import json
+import os
+import re
+import sys
+
+from samtranslator.yaml_helper import yaml_parse
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def snake(op: str) -> str:
+    s = re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", op)
+    s = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", s)
+    return s.lower()
+
+
+def granted(template) -> dict:
+    """role logical id -> set of actions (from every statement, both branches of Fn::If)."""
+    out = {}
+
+    def walk(node, acc):
+        if isinstance(node, dict):
+            if "Action" in node and "Effect" in node:
+                acts = node["Action"]
+                for a in acts if isinstance(acts, list) else [acts]:
+                    if isinstance(a, str):
+                        acc.add(a)
+            for v in node.values():
+                walk(v, acc)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v, acc)
+
+    for name, res in template["Resources"].items():
+        if res["Type"] == "AWS::IAM::Role":
+            acc = set()
+            walk(res["Properties"].get("Policies", []), acc)
+            out[name] = acc
+    return out
+
+
+def function_roles(template) -> dict:
+    """binary name -> role logical id."""
+    out = {}
+    for name, res in template["Resources"].items():
+        if res["Type"] == "AWS::Serverless::Function":
+            binary = res["Metadata"]["BuildProperties"]["Binary"]
+            role = res["Properties"]["Role"]
+            out[binary] = role["Fn::GetAtt"][0] if isinstance(role, dict) else role.split(".")[0]
+    return out
+
+
+def sources_of(binary: str) -> str:
+    """The function's own code plus the shared modules it names (one level of `use handover::x`)."""
+    texts = []
+    fdir = os.path.join(ROOT, "functions", binary, "src")
+    for dp, _, files in os.walk(fdir):
+        for f in files:
+            if f.endswith(".rs"):
+                texts.append(open(os.path.join(dp, f)).read())
+    own = "\n".join(texts)
+    shared = os.path.join(ROOT, "shared", "src")
+    modules = set(re.findall(r"handover::([a-z_]+)", own))
+    seen = set()
+    while modules - seen:
+        m = (modules - seen).pop()
+        seen.add(m)
+        for cand in (os.path.join(shared, m + ".rs"), os.path.join(shared, m)):
+            paths = []
+            if os.path.isfile(cand):
+                paths = [cand]
+            elif os.path.isdir(cand):
+                paths = [os.path.join(dp, f) for dp, _, fs in os.walk(cand) for f in fs if f.endswith(".rs")]
+            for p in paths:
+                text = open(p).read()
+                texts.append(text)
+                modules |= set(re.findall(r"crate::([a-z_]+)", text))
+    return "\n".join(texts)
+
+
+def main() -> int:
+    observed_file = None
+    if len(sys.argv) == 3 and sys.argv[1] == "--observed":
+        observed_file = sys.argv[2]
+    template = yaml_parse(open(os.path.join(ROOT, "infra", "template.yaml")).read())
+    roles = granted(template)
+    fn_roles = function_roles(template)
+    passed = failed = 0
+
+    def check(ok: bool, what: str):
+        nonlocal passed, failed
+        if ok:
+            passed += 1
+        else:
+            failed += 1
+            print(f"FAIL {what}")
+
+    observed = {}
+    if observed_file:
+        for call in json.load(open(observed_file)):
+            if call.get("caller") and call.get("service"):
+                observed.setdefault(call["caller"], set()).add(f'{call["service"]}:{call["action"]}')
+    for binary in sorted(os.listdir(os.path.join(ROOT, "functions"))):
+        decl_path = os.path.join(ROOT, "functions", binary, "iam.txt")
+        check(os.path.exists(decl_path), f"{binary}: functions/{binary}/iam.txt missing")
+        check(binary in fn_roles, f"{binary}: no function in infra/template.yaml builds this binary")
+        if not os.path.exists(decl_path) or binary not in fn_roles:
+            continue
+        declared = {l.split("#")[0].strip() for l in open(decl_path) if l.split("#")[0].strip()}
+        grants = {a for a in roles[fn_roles[binary]] if not a.startswith("logs:")}
+        for a in sorted(grants - declared):
+            check(False, f"{binary}: {a} is granted in the template but not declared as used")
+        for a in sorted(declared - grants):
+            check(False, f"{binary}: {a} is used but not granted in the template")
+        check(grants == declared, f"{binary}: template grants == declared")
+        code = sources_of(binary)
+        for a in sorted(declared):
+            op = a.split(":", 1)[1]
+            check(f".{snake(op)}(" in code, f"{binary}: {a} is declared but .{snake(op)}( is not called in its code")
+        for a in sorted(observed.get(binary, set())):
+            svc, op = a.split(":", 1)
+            names = {a, f"{ {'states': 'states'}.get(svc, svc)}:{op}"}
+            check(bool(names & declared), f"{binary}: called {a} in the path tests, but it is not declared")
+    print(f"iam: {passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
