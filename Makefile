@@ -2,10 +2,13 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-.PHONY: help test unit lint fmt venv build deploy clean
+.PHONY: help drill test unit lint fmt venv build deploy clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
+
+drill: ## A full local failover drill on emulated AWS (DRILL_DECISION=approve|reject|timeout|interactive)
+	@scripts/drill.sh
 
 test: ## Everything: set-up, fmt, clippy, validators, unit + emulator tests
 	@scripts/test.sh
@@ -15,6 +18,12 @@ unit: ## Unit tests only (no emulator)
 
 lint: venv ## fmt check, clippy -D warnings, ASL and template validation
 	@scripts/lint.sh
+
+build: ## Release build of every function for Lambda (arm64, provided.al2023)
+	.venv/bin/cargo-lambda lambda build --release --arm64 --workspace
+
+deploy: build ## sam deploy to your account (guided the first time); see README
+	cd infra && if [ -f samconfig.toml ]; then sam deploy; else sam deploy --guided; fi
 
 fmt: ## Format the code
 	cargo fmt --all

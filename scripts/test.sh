@@ -7,9 +7,10 @@ cd "$root"
 step() { printf '==> [%4ss] %s\n' "$SECONDS" "$*"; }
 step "python tools (.venv)"
 scripts/venv.sh
+scripts/ensure-postgres.sh
 scripts/lint.sh
 step "build tests (first run compiles the AWS SDK: several minutes on 2 cores)"
 cargo test --workspace --no-run --quiet
-step "tests (unit + against the moto emulator)"
-scripts/with-emulator.sh cargo test --workspace
+step "tests (unit + against the moto emulator; path tests run the real binaries under cargo lambda watch)"
+scripts/with-emulator.sh bash -c 'cargo test --workspace -- --skip path_ && scripts/paths.sh' 
 step "done"

@@ -88,6 +88,26 @@ def patch_promote_read_replica() -> None:
     models.RDSBackend.promote_read_replica = promote_read_replica
 
 
+def patch_send_task_failure_cause() -> None:
+    """Pass SendTaskFailure's `cause` through, as AWS does.
+
+    AWS: the cause given to SendTaskFailure appears in the TaskFailed event and
+    in a Catch's `Cause` (Step Functions API Reference, SendTaskFailure).
+    moto 5.2.5's response handler reads only `error` and drops `cause`, so a
+    rejection would lose who rejected. This patch forwards it unchanged.
+    """
+    from moto.core.responses import EmptyResult
+    from moto.stepfunctions import responses
+
+    def send_task_failure(self):  # type: ignore[no-untyped-def]
+        self.stepfunction_backend.send_task_failure(
+            self._get_param("taskToken"), error=self._get_param("error"), cause=self._get_param("cause")
+        )
+        return EmptyResult()
+
+    responses.StepFunctionResponse.send_task_failure = send_task_failure
+
+
 class World:
     """Mutable state of the router: faults, health statuses, call log."""
 
@@ -401,6 +421,7 @@ def main() -> int:
 
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     patch_promote_read_replica()
+    patch_send_task_failure_cause()
     from moto.server import ThreadedMotoServer
 
     moto = ThreadedMotoServer(ip_address="127.0.0.1", port=moto_port, verbose=False)

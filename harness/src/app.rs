@@ -1,9 +1,10 @@
 //! A loopback stand-in for a Region's app: `GET` answers with a status the
-//! test sets, or hangs (a dead Region that accepts no answer), and every
-//! request is counted.
+//! test sets, or hangs (a dead Region that accepts no answer); `POST` is the
+//! app's write endpoint, which answers 503 "read-only" while its database
+//! refuses writes. Every request is counted.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicUsize, Ordering};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -16,6 +17,7 @@ pub struct App {
     pub url: String,
     status: Arc<AtomicU16>,
     hits: Arc<AtomicUsize>,
+    writable: Arc<AtomicBool>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -28,18 +30,22 @@ impl App {
         let url = format!("http://{}", listener.local_addr().expect("local addr"));
         let status = Arc::new(AtomicU16::new(status));
         let hits = Arc::new(AtomicUsize::new(0));
-        let (s, h) = (status.clone(), hits.clone());
+        let writable = Arc::new(AtomicBool::new(true));
+        let (s, h, wr) = (status.clone(), hits.clone(), writable.clone());
         let task = tokio::spawn(async move {
             loop {
                 let Ok((mut sock, _)) = listener.accept().await else {
                     return;
                 };
-                let (s, h) = (s.clone(), h.clone());
+                let (s, h, wr) = (s.clone(), h.clone(), wr.clone());
                 tokio::spawn(async move {
                     let mut buf = vec![0u8; 8192];
-                    let _ = sock.read(&mut buf).await;
+                    let n = sock.read(&mut buf).await.unwrap_or(0);
                     h.fetch_add(1, Ordering::SeqCst);
-                    let code = s.load(Ordering::SeqCst);
+                    let mut code = s.load(Ordering::SeqCst);
+                    if buf[..n].starts_with(b"POST") && code == 200 && !wr.load(Ordering::SeqCst) {
+                        code = 503; // read-only: the database is still a replica
+                    }
                     if code == HANG {
                         tokio::time::sleep(std::time::Duration::from_secs(120)).await;
                         return;
@@ -57,6 +63,7 @@ impl App {
             url,
             status,
             hits,
+            writable,
             task,
         }
     }
@@ -64,6 +71,16 @@ impl App {
     /// Answer `status` from now on ([`HANG`] to hang).
     pub fn set_status(&self, status: u16) {
         self.status.store(status, Ordering::SeqCst);
+    }
+
+    /// Open or close the write endpoint (closed: POST answers 503).
+    pub fn set_writable(&self, writable: bool) {
+        self.writable.store(writable, Ordering::SeqCst);
+    }
+
+    /// The write endpoint's gate, for a task that opens it later.
+    pub fn write_gate(&self) -> Arc<AtomicBool> {
+        self.writable.clone()
     }
 
     /// Requests seen.

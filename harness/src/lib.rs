@@ -10,6 +10,8 @@ use handover::store::{Store, create_table};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub mod app;
+pub mod drill;
+pub mod lambdas;
 pub mod logs;
 pub mod world;
 

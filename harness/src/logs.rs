@@ -39,9 +39,14 @@ impl<'a> MakeWriter<'a> for Captured {
 /// Run `f` with JSON logs at TRACE level captured (every level, so nothing hides).
 pub async fn capture<F: std::future::Future>(f: F) -> (F::Output, String) {
     let captured = Captured::default();
+    // TRACE everywhere but the SDK, which is capped as in production.
+    let mut filter = tracing_subscriber::EnvFilter::new("trace");
+    for cap in handover::telemetry::SDK_LOG_CAP {
+        filter = filter.add_directive(cap.parse().expect("static directive"));
+    }
     let subscriber = tracing_subscriber::fmt()
         .json()
-        .with_max_level(tracing::Level::TRACE)
+        .with_env_filter(filter)
         .with_writer(captured.clone())
         .finish();
     let _guard = tracing::subscriber::set_default(subscriber);

@@ -150,7 +150,7 @@ fn no_timing_is_hard_coded_where_the_plan_sets_it() {
 }
 
 #[test]
-fn no_path_indexes_an_array() {
+fn no_array_index_in_any_json_path() {
     // moto's JSONPath returns [x] for $.a[0].b; the flow uses object paths only.
     assert!(!ASL.contains("[0]"), "array index in a path");
 }

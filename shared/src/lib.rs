@@ -11,6 +11,8 @@
 //! - [`detect`]: one detection tick: signals, rule, hysteresis, lock, StartExecution.
 //! - [`diagnose`]: a bounded snapshot of both sides and the deterministic rules.
 //! - [`failover`]: fence, promote, switch, verify — idempotent and safe under races.
+//! - [`approval`]: human approval: ask in Slack, turn a signed click into one decision.
+//! - [`slack`]: Slack request signing, interactions, Block Kit, the Web API.
 //! - [`adapters`]: one adapter per AWS capability, behind traits named for the permission.
 //! - [`aws`]: the one place SDK clients are built from the environment.
 //! - [`execution`]: the execution document each step reads and adds to.
@@ -20,6 +22,7 @@
 //! - [`clock`]: injectable time.
 
 pub mod adapters;
+pub mod approval;
 pub mod aws;
 pub mod clock;
 pub mod config;
@@ -29,5 +32,6 @@ pub mod error;
 pub mod execution;
 pub mod failover;
 pub mod plan;
+pub mod slack;
 pub mod store;
 pub mod telemetry;

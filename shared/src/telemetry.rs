@@ -8,9 +8,33 @@
 use serde_json::{Map, Value, json};
 use tracing_subscriber::EnvFilter;
 
-/// JSON logs to stdout, level from `RUST_LOG` (default `info`). Call once in `main`.
+/// Directives added on top of `RUST_LOG`, whatever it says: at TRACE the AWS
+/// SDK logs response bodies, and a DynamoDB item can hold a task token.
+pub const SDK_LOG_CAP: [&str; 3] = [
+    "aws_smithy_runtime=debug",
+    "aws_smithy_runtime_api=debug",
+    "aws_smithy_http_client=debug",
+];
+
+/// The filter: `RUST_LOG` (default `info`) with the SDK capped at DEBUG.
+pub fn log_filter() -> EnvFilter {
+    let base = std::env::var("RUST_LOG")
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .unwrap_or_else(|| "info".into());
+    let mut filter = EnvFilter::try_new(&base).unwrap_or_else(|_| EnvFilter::new("info"));
+    for cap in SDK_LOG_CAP {
+        if let Ok(d) = cap.parse() {
+            filter = filter.add_directive(d);
+        }
+    }
+    filter
+}
+
+/// JSON logs to stdout, level from `RUST_LOG` (default `info`), the SDK
+/// capped at DEBUG. Call once in `main`.
 pub fn init_logging() {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter = log_filter();
     let _ = tracing_subscriber::fmt()
         .json()
         .with_env_filter(filter)
@@ -121,6 +145,14 @@ impl Emf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_sdk_is_capped_even_when_rust_log_asks_for_trace() {
+        let text = log_filter().to_string();
+        for cap in SDK_LOG_CAP {
+            assert!(text.contains(cap), "{text}");
+        }
+    }
 
     #[test]
     fn emf_line_has_the_shape_cloudwatch_expects() {

@@ -1,0 +1,65 @@
+//! Parse the task payload, store the key, post the question.
+
+use handover::approval::{ApprovalRequested, ApprovalTask, Config, Requester};
+use handover::aws::Aws;
+use handover::clock::{Clock, SystemClock};
+use handover::error::{ErrorName, FunctionError, parse_event};
+use handover::slack::api::SlackApi;
+use handover::slack::message::CliHint;
+use handover::slack::secrets::SecretsManager;
+use handover::store::Store;
+use std::sync::Arc;
+
+/// Built once per container.
+pub struct Deps {
+    store: Store,
+    secrets: SecretsManager,
+    slack: SlackApi,
+    cli: CliHint,
+    clock: Box<dyn Clock>,
+}
+
+impl Deps {
+    /// From `TABLE_NAME`, `AWS_REGION` and `SLACK_API_BASE` (optional). The
+    /// plan (channel, bot token secret, timeout) comes with each task, in the
+    /// execution document.
+    pub async fn from_env() -> Result<Self, FunctionError> {
+        let config = Config::from_env()?;
+        let aws = Arc::new(Aws::new());
+        let slack = SlackApi::from_env()
+            .map_err(|e| FunctionError::new(ErrorName::Fatal, handover::error::chain(&e)))?;
+        Ok(Deps {
+            store: Store::new(aws.dynamodb(&config.region).await, config.table.clone()),
+            secrets: SecretsManager::new(aws, config.region.clone()),
+            slack,
+            cli: CliHint {
+                table: config.table,
+                region: config.region,
+            },
+            clock: Box::new(SystemClock),
+        })
+    }
+}
+
+/// One approval request. Errors: `Handover.InvalidInput` for a malformed
+/// payload, `Handover.Transient` for a throttled table or secret read, and
+/// `Handover.Fatal` when Slack would not take the message after retries
+/// (nobody was asked: the state machine must escalate, not wait).
+pub async fn handler(
+    event: serde_json::Value,
+    deps: &Deps,
+) -> Result<ApprovalRequested, FunctionError> {
+    let task: ApprovalTask = parse_event("approval task payload", event)?;
+    let requester = Requester {
+        store: &deps.store,
+        secrets: &deps.secrets,
+        slack: &deps.slack,
+        clock: deps.clock.as_ref(),
+        cli: &deps.cli,
+    };
+    Ok(requester.request(&task).await?)
+}
+
+#[cfg(test)]
+#[path = "handler_tests.rs"]
+mod tests;

@@ -1,0 +1,21 @@
+//! `approval`: Step Functions `lambda:invoke.waitForTaskToken` → a short key
+//! for the task token, and the question in Slack. The task keeps waiting
+//! until the `slack` function sends the decision.
+
+mod handler;
+
+use handover::telemetry;
+use lambda_runtime::{LambdaEvent, run, service_fn};
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_runtime::Error> {
+    telemetry::init_logging();
+    let deps = handler::Deps::from_env().await?;
+    let deps = &deps;
+    run(service_fn(
+        move |event: LambdaEvent<serde_json::Value>| async move {
+            handler::handler(event.payload, deps).await
+        },
+    ))
+    .await
+}

@@ -1,0 +1,128 @@
+//! Turn the API Gateway event into a signed request, decide, answer Slack.
+
+use aws_lambda_events::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpResponse};
+use aws_lambda_events::encodings::Body;
+use aws_lambda_events::http::header::CONTENT_TYPE;
+use aws_lambda_events::http::{HeaderValue, Method};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use handover::approval::decide::DEFAULT_BUDGET;
+use handover::approval::{Config, Decider, SfnCallback, SignedRequest, TaskCallback};
+use handover::aws::Aws;
+use handover::clock::{Clock, SystemClock};
+use handover::config::PlanSource;
+use handover::error::{ErrorName, FunctionError, chain, parse_event};
+use handover::plan::Plan;
+use handover::slack::api::SlackApi;
+use handover::slack::secrets::{Secret, SecretReader, SecretsManager};
+use handover::slack::signing::{SIGNATURE_HEADER, TIMESTAMP_HEADER};
+use handover::store::Store;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Built once per container: the plan, the signing secret, the clients.
+pub struct Deps<T = SfnCallback> {
+    plan: Plan,
+    store: Store,
+    callback: T,
+    slack: SlackApi,
+    signing_secret: Secret,
+    clock: Box<dyn Clock>,
+    budget: Duration,
+}
+
+impl Deps {
+    /// From `TABLE_NAME`, `AWS_REGION`, the plan (`PLAN_PARAMETER` or
+    /// `PLAN_FILE`) and `SLACK_API_BASE` (optional). The signing secret named
+    /// by the plan is read here, once.
+    pub async fn from_env() -> Result<Self, FunctionError> {
+        let config = Config::from_env()?;
+        let aws = Arc::new(Aws::new());
+        let plan = PlanSource::from_env()?.load(&aws).await?;
+        let signing_secret = SecretsManager::new(aws.clone(), config.region.clone())
+            .read(&plan.slack.signing_secret_arn)
+            .await?;
+        let slack =
+            SlackApi::from_env().map_err(|e| FunctionError::new(ErrorName::Fatal, chain(&e)))?;
+        Ok(Deps {
+            store: Store::new(aws.dynamodb(&config.region).await, config.table),
+            callback: SfnCallback::new(aws, config.region),
+            slack,
+            signing_secret,
+            plan,
+            clock: Box::new(SystemClock),
+            budget: DEFAULT_BUDGET,
+        })
+    }
+}
+
+/// One request from Slack. The answer is always an HTTP response (401, 400,
+/// 403, 503 or 200); only an event that is not an API Gateway HTTP API event
+/// at all is an error (`Handover.InvalidInput`).
+pub async fn handler<T: TaskCallback + Sync>(
+    event: serde_json::Value,
+    deps: &Deps<T>,
+) -> Result<ApiGatewayV2httpResponse, FunctionError> {
+    let req: ApiGatewayV2httpRequest = parse_event("API Gateway HTTP API event", event)?;
+    if req.request_context.http.method != Method::POST {
+        return Ok(reply(405, "Slack interactions are POSTed"));
+    }
+    let body = match (&req.body, req.is_base64_encoded) {
+        (None, _) => Vec::new(),
+        (Some(b), false) => b.as_bytes().to_vec(),
+        (Some(b), true) => match STANDARD.decode(b) {
+            Ok(bytes) => bytes,
+            Err(_) => return Ok(reply(400, "body is flagged base64 but is not valid base64")),
+        },
+    };
+    let header = |name| req.headers.get(name).and_then(|v| v.to_str().ok());
+    let decider = Decider {
+        plan: &deps.plan,
+        store: &deps.store,
+        callback: &deps.callback,
+        slack: &deps.slack,
+        signing_secret: &deps.signing_secret,
+        clock: deps.clock.as_ref(),
+        budget: deps.budget,
+    };
+    let outcome = decider
+        .handle(SignedRequest {
+            timestamp: header(TIMESTAMP_HEADER),
+            signature: header(SIGNATURE_HEADER),
+            content_type: header(CONTENT_TYPE.as_str()),
+            body: &body,
+        })
+        .await;
+    // Slack shows nothing from a 200 body for block actions; the person
+    // reads the outcome through response_url. Errors keep their reason.
+    let status = outcome.status();
+    let text = if status == 200 {
+        String::new()
+    } else {
+        outcome.text()
+    };
+    Ok(reply(status, &text))
+}
+
+fn reply(status: u16, text: &str) -> ApiGatewayV2httpResponse {
+    let mut resp = ApiGatewayV2httpResponse::default();
+    resp.status_code = i64::from(status);
+    resp.headers.insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    resp.body = (!text.is_empty()).then(|| Body::Text(text.to_owned()));
+    resp
+}
+
+#[cfg(test)]
+#[path = "test_world.rs"]
+mod test_world;
+
+#[cfg(test)]
+#[path = "handler_tests.rs"]
+mod tests;
+
+#[cfg(test)]
+#[path = "refusal_tests.rs"]
+mod refusal_tests;

@@ -1,0 +1,20 @@
+//! `slack`: API Gateway `POST /slack/interactions` → verify Slack's
+//! signature, check the approver, consume the key once, resume the run.
+
+mod handler;
+
+use handover::telemetry;
+use lambda_runtime::{LambdaEvent, run, service_fn};
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_runtime::Error> {
+    telemetry::init_logging();
+    let deps = handler::Deps::from_env().await?;
+    let deps = &deps;
+    run(service_fn(
+        move |event: LambdaEvent<serde_json::Value>| async move {
+            handler::handler(event.payload, deps).await
+        },
+    ))
+    .await
+}

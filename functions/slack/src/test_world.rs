@@ -1,0 +1,279 @@
+//! The world the handler tests run in: a fresh table in moto, a Slack
+//! stand-in, Step Functions tasks that really wait, and clicks signed
+//! exactly as Slack signs them.
+
+use super::*;
+use aws_sdk_sfn::types::{ExecutionStatus, HistoryEventType};
+use base64::engine::general_purpose::STANDARD;
+use chrono::Utc;
+use handover::approval::{CallbackError, TaskToken, new_key};
+use handover::slack::api::RetryPolicy;
+use handover::slack::stand_in::{SlackStandIn, click_body, signed_headers};
+use handover::store::approval::NewApproval;
+use handover_testkit::{TEST_REGION, aws, example_plan, fresh_store, unique};
+use serde_json::{Value, json};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+pub const SIGNING_SECRET: &str = "8f742231b10e8888abcd99yyyzzz85a5";
+pub const FIXTURE: &str = include_str!("../events/interaction.json");
+
+/// The real Step Functions callback, counting calls.
+pub struct Counting {
+    pub inner: SfnCallback,
+    pub successes: AtomicUsize,
+    pub failures: AtomicUsize,
+    /// The (error, cause) of the last SendTaskFailure.
+    pub last_failure: std::sync::Mutex<Option<(String, String)>>,
+}
+
+impl TaskCallback for Counting {
+    async fn succeed(
+        &self,
+        execution: &str,
+        token: &TaskToken,
+        output: &str,
+    ) -> Result<(), CallbackError> {
+        self.successes.fetch_add(1, Ordering::SeqCst);
+        self.inner.succeed(execution, token, output).await
+    }
+    async fn fail(
+        &self,
+        execution: &str,
+        token: &TaskToken,
+        error: &str,
+        cause: &str,
+    ) -> Result<(), CallbackError> {
+        self.failures.fetch_add(1, Ordering::SeqCst);
+        *self.last_failure.lock().unwrap() = Some((error.to_owned(), cause.to_owned()));
+        self.inner.fail(execution, token, error, cause).await
+    }
+}
+
+pub struct World {
+    pub deps: Deps<Counting>,
+    pub slack: SlackStandIn,
+    pub aws: Arc<Aws>,
+}
+
+pub async fn world() -> World {
+    let aws = Arc::new(aws());
+    let slack = SlackStandIn::start().await.expect("slack stand-in");
+    let retry = RetryPolicy {
+        attempts: 2,
+        first_backoff: Duration::from_millis(10),
+        max_backoff: Duration::from_millis(20),
+        attempt_timeout: Duration::from_secs(1),
+    };
+    let deps = Deps {
+        plan: example_plan(),
+        store: fresh_store(&aws).await,
+        callback: Counting {
+            inner: SfnCallback::new(aws.clone(), TEST_REGION),
+            successes: AtomicUsize::new(0),
+            failures: AtomicUsize::new(0),
+            last_failure: std::sync::Mutex::new(None),
+        },
+        slack: SlackApi::new(slack.api_base(), retry).unwrap(),
+        signing_secret: Secret::new(SIGNING_SECRET),
+        clock: Box::new(SystemClock),
+        budget: DEFAULT_BUDGET,
+    };
+    World { deps, slack, aws }
+}
+
+impl World {
+    pub fn successes(&self) -> usize {
+        self.deps.callback.successes.load(Ordering::SeqCst)
+    }
+    pub fn failures(&self) -> usize {
+        self.deps.callback.failures.load(Ordering::SeqCst)
+    }
+
+    /// A pending approval for `token`, as the approval function stores it.
+    pub async fn pending(
+        &self,
+        execution: &str,
+        token: &str,
+        expires_in: chrono::Duration,
+    ) -> String {
+        let key = new_key().unwrap();
+        let now = Utc::now();
+        self.deps
+            .store
+            .put_approval(&NewApproval {
+                key: key.clone(),
+                task_token: token.into(),
+                execution: execution.into(),
+                incident: "shop-ap-northeast-2-20261130T141155Z".into(),
+                requested_at: now - chrono::Duration::minutes(1),
+                expires_at: now + expires_in,
+            })
+            .await
+            .unwrap();
+        key
+    }
+
+    /// A signed click by `user` of `team` on `action` for `key`, now.
+    pub fn click(&self, user: &str, team: &str, action: &str, key: &str) -> Value {
+        let body = click_body(
+            user,
+            team,
+            action,
+            key,
+            &self.slack.response_url(&unique("r")),
+        );
+        signed_event(&body, Utc::now().timestamp(), SIGNING_SECRET.as_bytes())
+    }
+
+    pub async fn send(&self, event: Value) -> ApiGatewayV2httpResponse {
+        handler(event, &self.deps).await.expect("an HTTP answer")
+    }
+
+    /// An execution whose first state waits for a task token, and that token.
+    /// The task is `events:putEvents.waitForTaskToken` (moto needs no Lambda
+    /// for it); the token is read from the TaskScheduled event.
+    pub async fn waiting_task(&self) -> (String, String) {
+        let sfn = self.aws.sfn(TEST_REGION).await;
+        let definition = json!({"StartAt": "RequestApproval", "States": {"RequestApproval": {
+            "Type": "Task",
+            "Resource": "arn:aws:states:::events:putEvents.waitForTaskToken",
+            "Parameters": {"Entries": [{"Source": "handover.test", "DetailType": "approval", "Detail": {"token.$": "$$.Task.Token"}}]},
+            "TimeoutSeconds": 120, "ResultPath": "$.approval", "End": true}}});
+        let machine = sfn
+            .create_state_machine()
+            .name(unique("approval-wait"))
+            .definition(definition.to_string())
+            .role_arn("arn:aws:iam::123456789012:role/handover-states")
+            .send()
+            .await
+            .unwrap()
+            .state_machine_arn;
+        let execution = sfn
+            .start_execution()
+            .state_machine_arn(machine)
+            .name(unique("run"))
+            .input(r#"{"incident_id":"shop-ap-northeast-2-20261130T141155Z"}"#)
+            .send()
+            .await
+            .unwrap()
+            .execution_arn;
+        for _ in 0..100 {
+            let history = sfn
+                .get_execution_history()
+                .execution_arn(&execution)
+                .send()
+                .await
+                .unwrap();
+            let scheduled = history
+                .events()
+                .iter()
+                .filter(|e| e.r#type() == &HistoryEventType::TaskScheduled)
+                .find_map(|e| e.task_scheduled_event_details());
+            let waiting = history
+                .events()
+                .iter()
+                .any(|e| e.r#type() == &HistoryEventType::TaskSubmitted);
+            if let (Some(s), true) = (scheduled, waiting) {
+                let params: Value = serde_json::from_str(s.parameters()).unwrap();
+                let detail = &params["Entries"][0]["Detail"];
+                let detail: Value = match detail.as_str() {
+                    Some(text) => serde_json::from_str(text).unwrap(),
+                    None => detail.clone(),
+                };
+                return (
+                    execution,
+                    detail["token"]
+                        .as_str()
+                        .expect("token in Detail")
+                        .to_owned(),
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("the task never started waiting for its token");
+    }
+
+    /// Wait for the execution to end; (status, output, error, cause).
+    pub async fn finished(
+        &self,
+        execution: &str,
+    ) -> (ExecutionStatus, Value, Option<String>, Option<String>) {
+        let sfn = self.aws.sfn(TEST_REGION).await;
+        for _ in 0..100 {
+            let d = sfn
+                .describe_execution()
+                .execution_arn(execution)
+                .send()
+                .await
+                .unwrap();
+            if d.status() != &ExecutionStatus::Running {
+                let output = d
+                    .output()
+                    .map_or(Value::Null, |o| serde_json::from_str(o).unwrap());
+                return (
+                    d.status().clone(),
+                    output,
+                    d.error().map(str::to_owned),
+                    d.cause().map(str::to_owned),
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("execution still running");
+    }
+
+    pub async fn status(&self, execution: &str) -> ExecutionStatus {
+        let sfn = self.aws.sfn(TEST_REGION).await;
+        let d = sfn
+            .describe_execution()
+            .execution_arn(execution)
+            .send()
+            .await
+            .unwrap();
+        d.status().clone()
+    }
+}
+
+/// An API Gateway HTTP API event (from the fixture) carrying `body`, signed
+/// with `secret` at `timestamp`, base64-encoded as API Gateway delivers forms.
+pub fn signed_event(body: &str, timestamp: i64, secret: &[u8]) -> Value {
+    let (ts, sig) = signed_headers(secret, timestamp, body.as_bytes());
+    let mut event: Value = serde_json::from_str(FIXTURE).unwrap();
+    event["headers"]["x-slack-request-timestamp"] = json!(ts);
+    event["headers"]["x-slack-signature"] = json!(sig);
+    event["headers"]["content-length"] = json!(body.len().to_string());
+    event["body"] = json!(STANDARD.encode(body));
+    event["isBase64Encoded"] = json!(true);
+    event
+}
+
+/// The text of a response.
+pub fn text(resp: &ApiGatewayV2httpResponse) -> String {
+    match &resp.body {
+        Some(Body::Text(t)) => t.clone(),
+        Some(Body::Binary(b)) => String::from_utf8_lossy(b).into_owned(),
+        _ => String::new(),
+    }
+}
+
+/// Run `f` capturing JSON logs at TRACE, except the AWS SDK's wire tracing
+/// (`aws_smithy_runtime*`), capped at DEBUG: at TRACE the SDK prints whole
+/// DynamoDB response bodies, and the approval item holds the task token.
+/// Seen in this suite with `handover_testkit::logs::capture` (TRACE for all):
+/// `aws_smithy_runtime::client::orchestrator` logs "read HTTP response body"
+/// and `output_or_error` with the consumed item, token included. Production
+/// must apply the same cap in `telemetry::init_logging`.
+pub async fn capture_capped<F: Future>(f: F) -> (F::Output, String) {
+    let captured = handover_testkit::logs::Captured::default();
+    let filter = tracing_subscriber::EnvFilter::new(
+        "trace,aws_smithy_runtime=debug,aws_smithy_runtime_api=debug",
+    );
+    let subscriber = tracing_subscriber::fmt()
+        .json()
+        .with_env_filter(filter)
+        .with_writer(captured.clone())
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let out = f.await;
+    (out, captured.text())
+}

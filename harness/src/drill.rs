@@ -1,0 +1,889 @@
+//! The drill: a whole failover on a local world, end to end. See `bin/drill.rs`.
+
+use crate::app::{App, HANG};
+use crate::lambdas::{Lambdas, definition, workspace_root};
+use crate::world::{provision_databases, provision_dns, put_db_secret, put_replica_lag};
+use anyhow::{Context, Result, anyhow, bail};
+use chrono::Utc;
+use handover::aws::Aws;
+use handover::plan::{Canary, Plan};
+use handover::slack::message::{ACTION_APPROVE, ACTION_APPROVE_DATA_LOSS, ACTION_REJECT};
+use handover::slack::stand_in::{SlackStandIn, click_body, signed_headers};
+use handover::store::Store;
+use serde_json::{Value, json};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// What the drill answers to the approval request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// Click Approve after a short "human" delay.
+    Approve,
+    /// Click Reject.
+    Reject,
+    /// Do not answer.
+    Timeout,
+    /// Ask on the terminal.
+    Interactive,
+}
+
+impl Decision {
+    /// From `DRILL_DECISION` (default approve).
+    pub fn from_env() -> Result<Self> {
+        match std::env::var("DRILL_DECISION").unwrap_or_default().as_str() {
+            "" | "approve" => Ok(Decision::Approve),
+            "reject" => Ok(Decision::Reject),
+            "timeout" => Ok(Decision::Timeout),
+            "interactive" => Ok(Decision::Interactive),
+            other => bail!("DRILL_DECISION={other:?}: use approve, reject, timeout or interactive"),
+        }
+    }
+}
+
+impl fmt::Display for Decision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Decision::Approve => "approve",
+            Decision::Reject => "reject",
+            Decision::Timeout => "timeout",
+            Decision::Interactive => "interactive",
+        })
+    }
+}
+
+/// How the run ended and what it produced.
+#[derive(Debug, Clone, Default)]
+pub struct Summary {
+    /// Terminal status.
+    pub status: String,
+    /// Error name, for failed runs.
+    pub error: Option<String>,
+    /// Cause, for failed runs.
+    pub cause: Option<String>,
+    /// Lines to print: the four numbers and where the report is.
+    pub lines: Vec<String>,
+}
+
+impl fmt::Display for Summary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "\n=== Handover drill: {} {}",
+            self.status,
+            self.error.as_deref().unwrap_or("")
+        )?;
+        for l in &self.lines {
+            writeln!(f, "{l}")?;
+        }
+        Ok(())
+    }
+}
+
+const SIGNING_SECRET: &str = "drill-signing-secret-0b1c2d3e4f";
+const BOT_TOKEN: &str = "xoxb-drill-bot-token-5a6b7c8d";
+const REGION: &str = "ap-northeast-1";
+
+/// A child process killed when dropped (on failure and on Ctrl-C too).
+pub struct Guard(pub Child);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The drill's PostgreSQL, stopped when dropped.
+struct Postgres(PathBuf);
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        let _ = Command::new(workspace_root().join("scripts/postgres.sh"))
+            .arg("stop")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+/// The running world. Dropping it stops everything it started.
+pub struct Drill {
+    out: PathBuf,
+    started: Instant,
+    _emulator: Guard,
+    _pg: Postgres,
+    pg_port: u16,
+    pg_password: String,
+    lambdas: Option<Lambdas>,
+    slack: SlackStandIn,
+    p_app: App,
+    s_app: App,
+    aws: Aws,
+    plan: Plan,
+    store: Store,
+    state_machine: String,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+/// Print a progress line with the elapsed time.
+pub fn say(started: Instant, msg: impl fmt::Display) {
+    println!("[{:>6.1}s] {msg}", started.elapsed().as_secs_f64());
+}
+
+/// Start the emulator (moto behind the router) and point this process at it.
+/// Called before the async runtime starts, so setting the environment is safe.
+pub fn start_emulator(out: &Path) -> Result<Guard> {
+    std::fs::create_dir_all(out)?;
+    let root = workspace_root();
+    let ready = out.join("emulator.ready.json");
+    let log = std::fs::File::create(out.join("emulator.log"))?;
+    let child = Command::new(root.join(".venv/bin/python"))
+        .arg(root.join("harness/py/handover_emulator.py"))
+        .arg("--ready-file")
+        .arg(&ready)
+        .stdout(Stdio::from(log.try_clone()?))
+        .stderr(Stdio::from(log))
+        .stdin(Stdio::null())
+        .spawn()
+        .context("starting the emulator (run `make venv`)")?;
+    let child = Guard(child);
+    let t = Instant::now();
+    while !ready.exists() {
+        if t.elapsed() > Duration::from_secs(30) {
+            bail!(
+                "the emulator did not start in 30 s; see {}",
+                out.join("emulator.log").display()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&ready)?)?;
+    let endpoint = doc["endpoint"]
+        .as_str()
+        .ok_or_else(|| anyhow!("no endpoint in {}", ready.display()))?;
+    // SAFETY: called from main before the runtime and any other thread exist.
+    unsafe {
+        std::env::set_var("AWS_ENDPOINT_URL", endpoint);
+        std::env::set_var("HANDOVER_TEST_AWS_ENDPOINT", endpoint);
+        std::env::set_var("AWS_ACCESS_KEY_ID", "test");
+        std::env::set_var("AWS_SECRET_ACCESS_KEY", "test");
+        std::env::set_var("AWS_REGION", REGION);
+        std::env::remove_var("AWS_PROFILE");
+    }
+    Ok(child)
+}
+
+impl Drill {
+    /// Start everything and provision the world from `drill/plan.json`.
+    pub async fn start(out: &Path, emulator: Guard, started: Instant) -> Result<Drill> {
+        let root = workspace_root();
+        say(started, format!("emulator up at {}", crate::endpoint()));
+        // PostgreSQL: the database behind S's writer. It refuses writes until promotion.
+        let pg_dir = out.join("pg");
+        let port = Command::new(root.join("scripts/postgres.sh"))
+            .arg("start")
+            .arg(&pg_dir)
+            .output()
+            .context("scripts/postgres.sh")?;
+        let pg = Postgres(pg_dir);
+        if !port.status.success() {
+            bail!(
+                "PostgreSQL did not start: {}",
+                String::from_utf8_lossy(&port.stderr)
+            );
+        }
+        let pg_port: u16 = String::from_utf8_lossy(&port.stdout).trim().parse()?;
+        let pg_password = std::fs::read_to_string(pg.0.join("password"))?
+            .trim()
+            .to_owned();
+        sql(pg_port, "CREATE DATABASE drill OWNER handover").await?;
+        sql(
+            pg_port,
+            "ALTER DATABASE drill SET default_transaction_read_only = on",
+        )
+        .await?;
+        say(
+            started,
+            format!(
+                "postgres on 127.0.0.1:{pg_port} (database `drill`, read-only until promotion)"
+            ),
+        );
+
+        let slack = SlackStandIn::start().await?;
+        let p_app = App::start(200).await;
+        let s_app = App::start(200).await;
+        s_app.set_writable(false);
+        say(
+            started,
+            format!(
+                "apps: P {}  S {} (S refuses writes until promoted); Slack stand-in {}",
+                p_app.url,
+                s_app.url,
+                slack.api_base()
+            ),
+        );
+
+        let aws = Aws::new();
+        let mut plan: Plan =
+            Plan::from_json(&std::fs::read_to_string(root.join("drill/plan.json"))?)?;
+        plan.regions.primary.endpoint = format!("{}/health", p_app.url);
+        plan.regions.standby.endpoint = format!("{}/health", s_app.url);
+        plan.dns.read_url = Some(format!("{}/health", s_app.url));
+        provision_dns(&aws, &mut plan, "p-alb.ap-northeast-2.elb.amazonaws.com").await;
+        provision_databases(&aws, &plan).await;
+        let secrets = aws.secrets(REGION).await;
+        let secret = |name: &'static str, value: &'static str| {
+            let secrets = secrets.clone();
+            async move {
+                secrets
+                    .create_secret()
+                    .name(name)
+                    .secret_string(value)
+                    .send()
+                    .await
+                    .map(|o| o.arn.unwrap_or_default())
+            }
+        };
+        plan.slack.bot_token_secret_arn = secret("handover/slack-bot-token", BOT_TOKEN).await?;
+        plan.slack.signing_secret_arn =
+            secret("handover/slack-signing-secret", SIGNING_SECRET).await?;
+        if let Canary::Postgres {
+            port, secret_arn, ..
+        } = &mut plan.canary
+        {
+            *port = pg_port;
+            *secret_arn = put_db_secret(&aws, REGION, "handover", &pg_password).await;
+        }
+        plan.validate()?;
+        aws.s3(REGION)
+            .await
+            .create_bucket()
+            .bucket(&plan.report.bucket)
+            .create_bucket_configuration(
+                aws_sdk_s3::types::CreateBucketConfiguration::builder()
+                    .location_constraint(aws_sdk_s3::types::BucketLocationConstraint::from(REGION))
+                    .build(),
+            )
+            .send()
+            .await?;
+        let table = "handover-drill";
+        let ddb = aws.dynamodb(REGION).await;
+        handover::store::create_table(&ddb, table).await?;
+        let store = Store::new(ddb, table);
+        store
+            .init_primary(
+                &plan.regions.primary.region,
+                &plan.regions.primary.db_instance_id,
+                Utc::now(),
+            )
+            .await?;
+        let state_machine = aws
+            .sfn(REGION)
+            .await
+            .create_state_machine()
+            .name("handover-drill")
+            .definition(definition(REGION))
+            .role_arn("arn:aws:iam::123456789012:role/handover-states")
+            .send()
+            .await?
+            .state_machine_arn;
+        let plan_file = out.join("plan.json");
+        std::fs::write(&plan_file, serde_json::to_string_pretty(&plan)?)?;
+        say(
+            started,
+            format!(
+                "provisioned: {} primary in {} with replica {} in {}, failover records, table, primary record (epoch 1), secrets, bucket, state machine",
+                plan.regions.primary.db_instance_id,
+                plan.regions.primary.region,
+                plan.regions.standby.db_instance_id,
+                plan.regions.standby.region
+            ),
+        );
+
+        say(started, "starting the functions under cargo lambda watch");
+        let lambdas = Lambdas::start(&[
+            ("TABLE_NAME", table.to_owned()),
+            ("PLAN_FILE", plan_file.display().to_string()),
+            ("SLACK_API_BASE", slack.api_base()),
+            ("STATE_MACHINE_ARN", state_machine.clone()),
+            ("HANDOVER_DRILL", "true".to_owned()),
+        ])
+        .await;
+        let mut drill = Drill {
+            out: out.to_owned(),
+            started,
+            _emulator: emulator,
+            _pg: pg,
+            pg_port,
+            pg_password,
+            lambdas: Some(lambdas),
+            slack,
+            p_app,
+            s_app,
+            aws,
+            plan,
+            store,
+            state_machine,
+            tasks: Vec::new(),
+        };
+        drill.background();
+        Ok(drill)
+    }
+
+    /// Stand-ins that follow the world: Route 53 health from the apps' real
+    /// health, ReplicaLag samples, and S's writes opening when moto shows it promoted.
+    fn background(&mut self) {
+        let (p_url, s_url) = (
+            self.plan.regions.primary.endpoint.clone(),
+            self.plan.regions.standby.endpoint.clone(),
+        );
+        let (p_hc, s_hc) = (
+            self.plan.regions.primary.health_check_id.clone(),
+            self.plan.regions.standby.health_check_id.clone(),
+        );
+        self.tasks.push(tokio::spawn(async move {
+            let http = reqwest::Client::new();
+            loop {
+                let ok = |url: String| {
+                    let http = http.clone();
+                    async move {
+                        http.get(url)
+                            .timeout(Duration::from_millis(400))
+                            .send()
+                            .await
+                            .is_ok_and(|r| r.status().is_success())
+                    }
+                };
+                let (p, s) = tokio::join!(ok(p_url.clone()), ok(s_url.clone()));
+                crate::control("health", json!({ &p_hc: p, &s_hc: s })).await;
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }));
+        let aws = Aws::new();
+        let (s_region, s_db) = (
+            self.plan.regions.standby.region.clone(),
+            self.plan.regions.standby.db_instance_id.clone(),
+        );
+        self.tasks.push(tokio::spawn(async move {
+            loop {
+                put_replica_lag(&aws, &s_region, &s_db, 4.0, Utc::now()).await;
+                tokio::time::sleep(Duration::from_secs(10)).await;
+            }
+        }));
+        // S's database takes writes only once moto shows the replica promoted.
+        let aws = Aws::new();
+        let (s_region, s_db) = (
+            self.plan.regions.standby.region.clone(),
+            self.plan.regions.standby.db_instance_id.clone(),
+        );
+        let gate = self.s_app.write_gate();
+        let (port, started) = (self.pg_port, self.started);
+        self.tasks.push(tokio::spawn(async move {
+            let rds = aws.rds(&s_region).await;
+            loop {
+                let promoted = rds
+                    .describe_db_instances()
+                    .db_instance_identifier(&s_db)
+                    .send()
+                    .await
+                    .ok()
+                    .and_then(|o| o.db_instances().first().map(|d| d.read_replica_source_db_instance_identifier().is_none()));
+                if promoted == Some(true) {
+                    gate.store(true, std::sync::atomic::Ordering::SeqCst);
+                    match sql(port, "ALTER DATABASE drill SET default_transaction_read_only = off").await {
+                        Ok(()) => say(started, "  (S's database is promoted in moto: S's app and PostgreSQL now take writes)"),
+                        Err(e) => say(started, format!("  (could not open S's database for writes: {e:#})")),
+                    }
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+        }));
+    }
+
+    fn say(&self, msg: impl fmt::Display) {
+        say(self.started, msg);
+    }
+
+    /// Invoke a function through the router, as moto and EventBridge would.
+    async fn invoke(&self, function: &str, event: &Value) -> Result<Value> {
+        let resp = reqwest::Client::new()
+            .post(format!(
+                "{}/2015-03-31/functions/{function}/invocations",
+                crate::endpoint()
+            ))
+            .json(event)
+            .timeout(Duration::from_secs(300))
+            .send()
+            .await?;
+        let failed = resp.headers().contains_key("x-amz-function-error");
+        let body: Value = resp.json().await?;
+        if failed {
+            bail!("{function} failed: {body}");
+        }
+        Ok(body)
+    }
+
+    fn tick(&self) -> Value {
+        json!({
+            "version": "0", "id": crate::unique("tick"), "detail-type": "Scheduled Event", "source": "aws.events",
+            "account": "123456789012", "time": Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string(), "region": REGION,
+            "resources": ["arn:aws:events:ap-northeast-1:123456789012:rule/handover-detect"], "detail": {}
+        })
+    }
+
+    /// Run the scenario.
+    pub async fn run(&mut self, decision: Decision) -> Result<Summary> {
+        let report = self.invoke("detect", &self.tick()).await?;
+        self.say(format!(
+            "detect (baseline): {}",
+            report["outcome"].as_str().unwrap_or("?")
+        ));
+        anyhow::ensure!(
+            report["outcome"] == "healthy",
+            "P should be healthy before the break: {report}"
+        );
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+
+        self.say("BREAK P: its app stops answering and its RDS API times out");
+        self.p_app.set_status(HANG);
+        crate::control("faults", json!({ format!("rds:{}", self.plan.regions.primary.region): {"mode": "timeout", "seconds": 3} })).await;
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+
+        let mut execution = None;
+        for _ in 0..10 {
+            let r = self.invoke("detect", &self.tick()).await?;
+            let outcome = r["outcome"].as_str().unwrap_or("?").to_owned();
+            self.say(format!(
+                "detect tick: {outcome} {}",
+                r.get("consecutive")
+                    .map(|c| format!("({c}/{})", self.plan.detection.failures_to_trigger))
+                    .unwrap_or_default()
+            ));
+            if outcome == "started" {
+                execution = r["execution_arn"].as_str().map(str::to_owned);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(1100)).await;
+        }
+        let execution = execution.ok_or_else(|| anyhow!("detect never started an execution"))?;
+        self.say(format!("execution started: {execution}"));
+
+        let follower = self.follow(&execution);
+        let answer = self.answer(decision);
+        let (end, answered) = tokio::join!(follower, answer);
+        answered?;
+        let (status, error, cause, token) = end?;
+
+        self.say(format!(
+            "execution ended: {status} {}",
+            error.as_deref().unwrap_or("")
+        ));
+        let summary = self.audit(&execution, &status, error, cause).await?;
+        self.after_checks(decision, &summary).await?;
+        self.scan_logs(token.as_deref())?;
+        Ok(summary)
+    }
+
+    /// Answer the approval request as `decision` says.
+    async fn answer(&self, decision: Decision) -> Result<()> {
+        let t = Instant::now();
+        let message = loop {
+            if let Some(m) = self.slack.messages().into_iter().next() {
+                break m;
+            }
+            if t.elapsed() > Duration::from_secs(120) {
+                bail!("no approval message in Slack within 120 s");
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        let mut buttons = Vec::new();
+        collect_buttons(&message.body, &mut buttons);
+        self.say(format!(
+            "Slack: approval requested in {} ({} buttons)",
+            message.body["channel"].as_str().unwrap_or("?"),
+            buttons.len()
+        ));
+        let approve = buttons
+            .iter()
+            .find(|(a, _)| a == ACTION_APPROVE || a == ACTION_APPROVE_DATA_LOSS)
+            .cloned();
+        let reject = buttons.iter().find(|(a, _)| a == ACTION_REJECT).cloned();
+        let choice = match decision {
+            Decision::Approve => approve,
+            Decision::Reject => reject,
+            Decision::Timeout => {
+                self.say(format!(
+                    "nobody answers (waiting for the {} s approval timeout)",
+                    self.plan.timings.approval_timeout_s
+                ));
+                return Ok(());
+            }
+            Decision::Interactive => {
+                let yes = tokio::task::spawn_blocking(|| {
+                    use std::io::Write;
+                    print!("Approve the failover to S? [y/N] ");
+                    let _ = std::io::stdout().flush();
+                    let mut line = String::new();
+                    let _ = std::io::stdin().read_line(&mut line);
+                    line.trim().eq_ignore_ascii_case("y")
+                })
+                .await?;
+                if yes { approve } else { reject }
+            }
+        };
+        let (action, key) =
+            choice.ok_or_else(|| anyhow!("the approval message has no such button"))?;
+        if decision != Decision::Interactive {
+            tokio::time::sleep(Duration::from_secs(2)).await; // a person reads the message
+        }
+        let user = if action == ACTION_REJECT {
+            "U0ONCALL02"
+        } else {
+            "U0ONCALL01"
+        };
+        let body = click_body(
+            user,
+            "T0TEAM0001",
+            &action,
+            &key,
+            &self.slack.response_url("drill"),
+        );
+        let (ts, sig) = signed_headers(
+            SIGNING_SECRET.as_bytes(),
+            Utc::now().timestamp(),
+            body.as_bytes(),
+        );
+        let lambdas = self
+            .lambdas
+            .as_ref()
+            .ok_or_else(|| anyhow!("functions stopped"))?;
+        let resp = reqwest::Client::new()
+            .post(format!(
+                "{}/lambda-url/slack/slack/interactions",
+                lambdas.url
+            ))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .header("x-slack-request-timestamp", ts)
+            .header("x-slack-signature", sig)
+            .body(body)
+            .send()
+            .await?;
+        let status = resp.status();
+        let text = resp.text().await.unwrap_or_default();
+        anyhow::ensure!(
+            status.is_success(),
+            "the slack function answered {status}: {text}"
+        );
+        self.say(format!(
+            "Slack: {user} clicked {action} (signed request, HTTP {status})"
+        ));
+        Ok(())
+    }
+
+    /// Print one line per state as the execution goes; return its end.
+    async fn follow(
+        &self,
+        execution: &str,
+    ) -> Result<(String, Option<String>, Option<String>, Option<String>)> {
+        let sfn = self.aws.sfn(REGION).await;
+        let mut seen = 0usize;
+        let mut token = None;
+        let deadline =
+            Instant::now() + Duration::from_secs(self.plan.timings.approval_timeout_s + 240);
+        loop {
+            let h = sfn
+                .get_execution_history()
+                .execution_arn(execution)
+                .max_results(1000)
+                .send()
+                .await?;
+            for e in h.events().iter().skip(seen) {
+                if let Some(d) = e.state_entered_event_details() {
+                    self.say(format!("  state: {}", d.name()));
+                }
+                // The task token, to prove later that no log holds it.
+                if let Some(p) = e.task_scheduled_event_details()
+                    && let Ok(v) = serde_json::from_str::<Value>(p.parameters())
+                    && let Some(t) = v["Payload"]["token"].as_str()
+                {
+                    token = Some(t.to_owned());
+                }
+            }
+            seen = h.events().len();
+            let d = sfn
+                .describe_execution()
+                .execution_arn(execution)
+                .send()
+                .await?;
+            if d.status.as_str() != "RUNNING" {
+                return Ok((d.status.as_str().to_owned(), d.error, d.cause, token));
+            }
+            if Instant::now() > deadline {
+                bail!("the execution did not end in time");
+            }
+            tokio::time::sleep(Duration::from_millis(400)).await;
+        }
+    }
+}
+
+/// Every button in a Block Kit message: (action_id, value).
+pub fn collect_buttons(v: &Value, out: &mut Vec<(String, String)>) {
+    match v {
+        Value::Object(o) => {
+            if o.get("type") == Some(&json!("button"))
+                && let (Some(a), Some(k)) = (
+                    o.get("action_id").and_then(Value::as_str),
+                    o.get("value").and_then(Value::as_str),
+                )
+            {
+                out.push((a.to_owned(), k.to_owned()));
+            }
+            o.values().for_each(|x| collect_buttons(x, out));
+        }
+        Value::Array(a) => a.iter().for_each(|x| collect_buttons(x, out)),
+        _ => {}
+    }
+}
+
+/// Run one SQL statement as the superuser (trust auth on the drill's own server).
+async fn sql(port: u16, statement: &str) -> Result<()> {
+    let (client, conn) = tokio_postgres::connect(
+        &format!("host=127.0.0.1 port={port} user=postgres dbname=postgres"),
+        tokio_postgres::NoTls,
+    )
+    .await?;
+    let task = tokio::spawn(conn);
+    client.batch_execute(statement).await?;
+    drop(client);
+    let _ = task.await;
+    Ok(())
+}
+
+impl Drill {
+    /// Deliver the status-change event to `audit`, fetch the report, summarise.
+    async fn audit(
+        &self,
+        execution: &str,
+        status: &str,
+        error: Option<String>,
+        cause: Option<String>,
+    ) -> Result<Summary> {
+        let sfn = self.aws.sfn(REGION).await;
+        let d = sfn
+            .describe_execution()
+            .execution_arn(execution)
+            .send()
+            .await?;
+        let ms = |t: Option<&aws_sdk_sfn::primitives::DateTime>| t.and_then(|t| t.to_millis().ok());
+        let event = json!({
+            "version": "0", "id": crate::unique("status"), "detail-type": "Step Functions Execution Status Change",
+            "source": "aws.states", "account": "123456789012", "time": Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string(),
+            "region": REGION, "resources": [execution],
+            "detail": {
+                "executionArn": execution, "stateMachineArn": self.state_machine, "name": d.name.clone().unwrap_or_default(),
+                "status": status, "startDate": ms(Some(&d.start_date)), "stopDate": ms(d.stop_date.as_ref()),
+                "input": d.input, "output": d.output, "error": error, "cause": cause,
+            }
+        });
+        let outcome = self.invoke("audit", &event).await.context("audit")?;
+        self.say(format!(
+            "audit: {}",
+            outcome.to_string().chars().take(300).collect::<String>()
+        ));
+        // Fetch the report files into out/.
+        let s3 = self.aws.s3(REGION).await;
+        let listing = s3
+            .list_objects_v2()
+            .bucket(&self.plan.report.bucket)
+            .prefix(&self.plan.report.prefix)
+            .send()
+            .await?;
+        let mut lines = Vec::new();
+        let mut report_json = None;
+        for obj in listing.contents() {
+            let key = obj.key().unwrap_or_default();
+            let name = key.rsplit('/').next().unwrap_or(key);
+            let body = s3
+                .get_object()
+                .bucket(&self.plan.report.bucket)
+                .key(key)
+                .send()
+                .await?
+                .body
+                .collect()
+                .await?
+                .into_bytes();
+            let path = self.out.join(name);
+            std::fs::write(&path, &body)?;
+            if name == "report.json" {
+                report_json = Some(serde_json::from_slice::<Value>(&body)?);
+            }
+            lines.push(format!("  {}", path.display()));
+        }
+        let report = report_json.ok_or_else(|| {
+            anyhow!(
+                "audit stored no report.json in s3://{}/{}",
+                self.plan.report.bucket,
+                self.plan.report.prefix
+            )
+        })?;
+        let mut numbers = vec!["Four numbers (T0 = first failing probe):".to_string()];
+        for key in ["read_rto", "write_rto", "conservative_rto", "rpo"] {
+            let m = &report["numbers"][key];
+            let value = m["value_s"]
+                .as_f64()
+                .map(fmt_secs)
+                .unwrap_or_else(|| "—".into());
+            numbers.push(format!(
+                "  {:<18} {:>8}  target {:>6}  {}",
+                m["label"].as_str().unwrap_or(key),
+                value,
+                fmt_secs(m["target_s"].as_f64().unwrap_or_default()),
+                m["status"].as_str().unwrap_or("?").to_uppercase()
+            ));
+        }
+        numbers.push("Report:".into());
+        numbers.extend(lines);
+        Ok(Summary {
+            status: status.to_owned(),
+            error: d.error.clone(),
+            cause: d.cause.clone(),
+            lines: numbers,
+        })
+    }
+
+    /// What must be true after the scenario.
+    async fn after_checks(&self, decision: Decision, summary: &Summary) -> Result<()> {
+        // Look at P without the injected fault: the checks read moto's state, not P's availability.
+        crate::control(
+            "faults",
+            json!({ format!("rds:{}", self.plan.regions.primary.region): null }),
+        )
+        .await;
+        let rec = self
+            .store
+            .primary()
+            .await?
+            .ok_or_else(|| anyhow!("primary record missing"))?;
+        let lock = self.store.lock_state().await?;
+        anyhow::ensure!(
+            lock.as_ref().is_some_and(|l| l.holder.is_none()),
+            "the lock was not released: {lock:?}"
+        );
+        let p = self.aws.rds(&self.plan.regions.primary.region).await;
+        let p_db = p
+            .describe_db_instances()
+            .db_instance_identifier(&self.plan.regions.primary.db_instance_id)
+            .send()
+            .await?;
+        let p_groups: Vec<String> = p_db
+            .db_instances()
+            .first()
+            .map(|d| {
+                d.vpc_security_groups()
+                    .iter()
+                    .filter_map(|g| g.vpc_security_group_id().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default();
+        match (decision, summary.status.as_str()) {
+            (Decision::Approve, _) | (Decision::Interactive, "SUCCEEDED") => {
+                anyhow::ensure!(
+                    rec.region == self.plan.regions.standby.region && rec.epoch == 2,
+                    "S is not primary in the table: {rec:?}"
+                );
+                let answers = self
+                    .aws
+                    .route53()
+                    .await
+                    .test_dns_answer()
+                    .hosted_zone_id(&self.plan.dns.hosted_zone_id)
+                    .record_name(&self.plan.dns.record_name)
+                    .record_type(aws_sdk_route53::types::RrType::Cname)
+                    .send()
+                    .await?;
+                anyhow::ensure!(
+                    answers
+                        .record_data()
+                        .iter()
+                        .any(|a| a == &self.plan.dns.standby_target),
+                    "DNS does not answer S: {:?}",
+                    answers.record_data()
+                );
+                self.say(format!("checked: S is primary (epoch {}), DNS answers {}, P's DB groups {:?}, lock released", rec.epoch, self.plan.dns.standby_target, p_groups));
+            }
+            _ => {
+                anyhow::ensure!(
+                    rec.region == self.plan.regions.primary.region && rec.epoch == 1,
+                    "something was promoted: {rec:?}"
+                );
+                anyhow::ensure!(
+                    !p_groups.contains(&self.plan.regions.primary.fence_security_group_id),
+                    "P was fenced"
+                );
+                self.say("checked: nothing promoted, P not fenced, lock released");
+            }
+        }
+        Ok(())
+    }
+
+    /// No secret or task token in any log of the drill.
+    fn scan_logs(&self, token: Option<&str>) -> Result<()> {
+        let mut secrets: Vec<(&str, String)> = vec![
+            ("the Slack signing secret", SIGNING_SECRET.to_owned()),
+            ("the Slack bot token", BOT_TOKEN.to_owned()),
+            ("the DB password", self.pg_password.clone()),
+        ];
+        if let Some(t) = token {
+            secrets.push(("a task token", t.to_owned()));
+        }
+        let mut logs = vec![(
+            "functions",
+            self.lambdas
+                .as_ref()
+                .map(Lambdas::output)
+                .unwrap_or_default(),
+        )];
+        logs.push((
+            "emulator",
+            std::fs::read_to_string(self.out.join("emulator.log")).unwrap_or_default(),
+        ));
+        for (what, secret) in &secrets {
+            for (name, text) in &logs {
+                anyhow::ensure!(
+                    !text.contains(secret.as_str()),
+                    "{what} appears in the {name} log"
+                );
+            }
+        }
+        std::fs::write(self.out.join("functions.log"), &logs[0].1)?;
+        self.say(format!(
+            "log scan: no secret or task token in {} log lines",
+            logs.iter().map(|(_, t)| t.lines().count()).sum::<usize>()
+        ));
+        Ok(())
+    }
+}
+
+impl Drop for Drill {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+        if let Some(l) = self.lambdas.take() {
+            let _ = std::fs::write(self.out.join("functions.log"), l.output());
+        }
+        say(self.started, "stopping everything the drill started");
+    }
+}
+
+fn fmt_secs(s: f64) -> String {
+    let s = s.round() as i64;
+    if s.abs() >= 60 {
+        format!("{}:{:02}", s / 60, (s % 60).abs())
+    } else {
+        format!("{s} s")
+    }
+}

@@ -1,0 +1,494 @@
+//! Path tests: moto executes the real statemachine.asl.json; every Lambda task
+//! is a real binary behind `cargo lambda watch`; approvals arrive as signed
+//! Slack clicks through the slack function's API Gateway route.
+//!
+//! The functions' environment (table, plan file for the Slack allow-list) is
+//! fixed when cargo lambda starts, so the paths share one table and run one
+//! at a time; each gets its own databases, DNS, apps and state machine.
+
+use chrono::Utc;
+use handover::aws::Aws;
+use handover::execution::{ExecutionInput, Side};
+use handover::plan::{Canary, Plan};
+use handover::slack::message::{ACTION_APPROVE, ACTION_APPROVE_DATA_LOSS, ACTION_REJECT};
+use handover::slack::stand_in::{SlackStandIn, click_body, signed_headers};
+use handover::store::Store;
+use handover_testkit::app::App;
+use handover_testkit::drill::collect_buttons;
+use handover_testkit::lambdas::{Lambdas, definition};
+use handover_testkit::world::{
+    provision_databases, provision_dns, put_db_secret, put_replica_lag, test_postgres, unique_plan,
+};
+use handover_testkit::{TEST_REGION, aws, control, unique};
+use serde_json::{Value, json};
+use std::time::Duration;
+use tokio::sync::{Mutex, MutexGuard, OnceCell};
+
+const SIGNING_SECRET: &str = "e2e-signing-secret-not-for-production";
+const BOT_TOKEN: &str = "xoxb-e2e-bot-token-not-for-production";
+
+struct World {
+    aws: Aws,
+    lambdas: Lambdas,
+    slack: SlackStandIn,
+    store: Store,
+    bot_secret: String,
+    signing_secret: String,
+}
+
+static WORLD: OnceCell<Mutex<World>> = OnceCell::const_new();
+
+/// Each #[tokio::test] has its own runtime, which stops when the test ends;
+/// the shared stand-ins live on this one instead.
+static RUNTIME: std::sync::LazyLock<tokio::runtime::Runtime> = std::sync::LazyLock::new(|| {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+});
+
+async fn world() -> MutexGuard<'static, World> {
+    WORLD
+        .get_or_init(|| async {
+            let aws = aws();
+            let table = unique("handover-e2e");
+            let client = aws.dynamodb(TEST_REGION).await;
+            handover::store::create_table(&client, &table)
+                .await
+                .unwrap();
+            let store = Store::new(client, &table);
+            let secrets = aws.secrets(TEST_REGION).await;
+            let mk = |name: String, value: &str| {
+                let secrets = secrets.clone();
+                let value = value.to_owned();
+                async move {
+                    secrets
+                        .create_secret()
+                        .name(name)
+                        .secret_string(value)
+                        .send()
+                        .await
+                        .unwrap()
+                        .arn
+                        .unwrap()
+                }
+            };
+            let bot_secret = mk(unique("slack-bot"), BOT_TOKEN).await;
+            let signing_secret = mk(unique("slack-signing"), SIGNING_SECRET).await;
+            let slack = RUNTIME.spawn(SlackStandIn::start()).await.unwrap().unwrap();
+            // The slack function reads the allow-list and secret ARNs from its plan at cold start.
+            let mut plan = unique_plan();
+            plan.slack.bot_token_secret_arn = bot_secret.clone();
+            plan.slack.signing_secret_arn = signing_secret.clone();
+            let plan_file = std::env::temp_dir().join(unique("plan") + ".json");
+            std::fs::write(&plan_file, serde_json::to_string(&plan).unwrap()).unwrap();
+            let lambdas = Lambdas::start(&[
+                ("TABLE_NAME", table.clone()),
+                ("PLAN_FILE", plan_file.display().to_string()),
+                ("SLACK_API_BASE", slack.api_base()),
+            ])
+            .await;
+            Mutex::new(World {
+                aws,
+                lambdas,
+                slack,
+                store,
+                bot_secret,
+                signing_secret,
+            })
+        })
+        .await
+        .lock()
+        .await
+}
+
+struct Run {
+    arn: String,
+    incident: String,
+    plan: Plan,
+    _apps: (App, App),
+}
+
+/// Provision a fresh world for one path and start its execution.
+async fn start(w: &World, lag: f64, tweak: impl FnOnce(&mut Plan)) -> Run {
+    let aws = &w.aws;
+    let mut plan = unique_plan();
+    plan.slack.bot_token_secret_arn = w.bot_secret.clone();
+    plan.slack.signing_secret_arn = w.signing_secret.clone();
+    plan.timings.approval_timeout_s = 60;
+    plan.timings.promotion_poll_s = 1;
+    plan.timings.promotion_max_polls = 10;
+    plan.timings.verify_deadline_s = 10;
+    let p_app = App::start(503).await;
+    let s_app = App::start(200).await;
+    plan.regions.primary.endpoint = format!("{}/health", p_app.url);
+    plan.regions.standby.endpoint = format!("{}/health", s_app.url);
+    plan.dns.read_url = Some(format!("{}/health", s_app.url));
+    provision_dns(aws, &mut plan, "p-alb.ap-northeast-2.elb.amazonaws.com").await;
+    provision_databases(aws, &plan).await;
+    put_replica_lag(
+        aws,
+        &plan.regions.standby.region,
+        &plan.regions.standby.db_instance_id,
+        lag,
+        Utc::now(),
+    )
+    .await;
+    let (port, password) = test_postgres();
+    plan.canary = Canary::Postgres {
+        host: "127.0.0.1".into(),
+        port,
+        database: "handover".into(),
+        secret_arn: put_db_secret(aws, &plan.regions.standby.region, "handover", &password).await,
+        table: "handover_canary".into(),
+        require_tls: false,
+    };
+    tweak(&mut plan);
+    plan.validate().unwrap();
+    control("health", json!({ &plan.regions.primary.health_check_id: false, &plan.regions.standby.health_check_id: true })).await;
+    // One primary record per path: the table is shared.
+    let ddb = aws.dynamodb(TEST_REGION).await;
+    for pk in ["PRIMARY", "LOCK"] {
+        ddb.delete_item()
+            .table_name(w.store.table())
+            .key("pk", aws_sdk_dynamodb::types::AttributeValue::S(pk.into()))
+            .key(
+                "sk",
+                aws_sdk_dynamodb::types::AttributeValue::S("STATE".into()),
+            )
+            .send()
+            .await
+            .unwrap();
+    }
+    w.store
+        .init_primary(
+            &plan.regions.primary.region,
+            &plan.regions.primary.db_instance_id,
+            Utc::now(),
+        )
+        .await
+        .unwrap();
+    let sfn = aws.sfn(TEST_REGION).await;
+    let sm = sfn
+        .create_state_machine()
+        .name(unique("handover"))
+        .definition(definition(TEST_REGION))
+        .role_arn("arn:aws:iam::123456789012:role/handover-states")
+        .send()
+        .await
+        .unwrap()
+        .state_machine_arn;
+    let incident = unique("inc");
+    let now = Utc::now();
+    let input = ExecutionInput {
+        incident_id: incident.clone(),
+        drill: true,
+        t0: now - chrono::Duration::minutes(3),
+        detected_at: now,
+        primary: Side {
+            region: plan.regions.primary.region.clone(),
+            db_instance_id: plan.regions.primary.db_instance_id.clone(),
+            epoch: Some(1),
+        },
+        standby: Side {
+            region: plan.regions.standby.region.clone(),
+            db_instance_id: plan.regions.standby.db_instance_id.clone(),
+            epoch: None,
+        },
+        evidence: vec![],
+        plan: plan.clone(),
+    };
+    let arn = sfn
+        .start_execution()
+        .state_machine_arn(sm)
+        .name(&incident)
+        .input(serde_json::to_string(&input).unwrap())
+        .send()
+        .await
+        .unwrap()
+        .execution_arn;
+    Run {
+        arn,
+        incident,
+        plan,
+        _apps: (p_app, s_app),
+    }
+}
+
+/// Wait for the approval message of `run` and return its button keys by action id.
+async fn buttons(w: &World, run: &Run) -> Vec<(String, String)> {
+    for _ in 0..600 {
+        for m in w.slack.messages() {
+            let text = m.body.to_string();
+            if text.contains(&run.incident) {
+                let mut out = Vec::new();
+                collect_buttons(&m.body, &mut out);
+                return out;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("no approval message for {} within 120 s", run.incident);
+}
+
+/// Click a button as `user`: a block_actions request signed exactly as Slack
+/// signs it, through the slack function's HTTP API route.
+async fn click(w: &World, action: &str, key: &str, user: &str) -> reqwest::Response {
+    let body = click_body(
+        user,
+        "T0TEAM0001",
+        action,
+        key,
+        &w.slack.response_url(&unique("r")),
+    );
+    let (ts, sig) = signed_headers(
+        SIGNING_SECRET.as_bytes(),
+        Utc::now().timestamp(),
+        body.as_bytes(),
+    );
+    reqwest::Client::new()
+        .post(format!(
+            "{}/lambda-url/slack/slack/interactions",
+            w.lambdas.url
+        ))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("x-slack-request-timestamp", ts)
+        .header("x-slack-signature", sig)
+        .body(body)
+        .send()
+        .await
+        .unwrap()
+}
+
+async fn approve(w: &World, run: &Run) {
+    let keys = buttons(w, run).await;
+    let (action, key) = keys
+        .iter()
+        .find(|(a, _)| a == ACTION_APPROVE || a == ACTION_APPROVE_DATA_LOSS)
+        .expect("an approve button")
+        .clone();
+    let resp = click(w, &action, &key, "U0ONCALL01").await;
+    assert_eq!(
+        resp.status(),
+        200,
+        "{}",
+        resp.text().await.unwrap_or_default()
+    );
+}
+
+struct Ended {
+    status: String,
+    states: Vec<String>,
+    output: Value,
+    error: Option<String>,
+    cause: Option<String>,
+}
+
+async fn ended(w: &World, run: &Run) -> Ended {
+    let sfn = w.aws.sfn(TEST_REGION).await;
+    for _ in 0..900 {
+        let d = sfn
+            .describe_execution()
+            .execution_arn(&run.arn)
+            .send()
+            .await
+            .unwrap();
+        if d.status.as_str() != "RUNNING" {
+            let mut states = Vec::new();
+            let mut token = None;
+            loop {
+                let h = sfn
+                    .get_execution_history()
+                    .execution_arn(&run.arn)
+                    .max_results(1000)
+                    .set_next_token(token)
+                    .send()
+                    .await
+                    .unwrap();
+                for e in h.events() {
+                    if let Some(d) = e.state_entered_event_details() {
+                        states.push(d.name().to_owned());
+                    }
+                }
+                token = h.next_token;
+                if token.is_none() {
+                    break;
+                }
+            }
+            return Ended {
+                status: d.status.as_str().to_owned(),
+                states,
+                output: d
+                    .output
+                    .as_deref()
+                    .map(|o| serde_json::from_str(o).unwrap())
+                    .unwrap_or(Value::Null),
+                error: d.error,
+                cause: d.cause,
+            };
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!(
+        "{} did not end within 180 s\n{}",
+        run.incident,
+        w.lambdas.output()
+    );
+}
+
+fn path(e: &Ended) -> String {
+    e.states.join(" > ")
+}
+
+#[tokio::test]
+async fn path_approve_fence_promote_switch_verify_succeeds() {
+    let w = world().await;
+    let run = start(&w, 5.0, |_| {}).await;
+    approve(&w, &run).await;
+    let e = ended(&w, &run).await;
+    assert_eq!(
+        e.status,
+        "SUCCEEDED",
+        "{} {:?} {:?}\n{}",
+        path(&e),
+        e.error,
+        e.cause,
+        w.lambdas.output()
+    );
+    assert!(path(&e).starts_with("Diagnose > Triage > RequestApproval > Recheck > RecheckChoice > Fence > FenceChoice > Promote > WaitPromotion > PromotionStatus"), "{}", path(&e));
+    assert!(
+        path(&e).ends_with("Switch > Verify > FailedOver > Done"),
+        "{}",
+        path(&e)
+    );
+    let o = &e.output;
+    assert_eq!(o["outcome"], "failed_over");
+    assert_eq!(o["approval"]["approver_id"], "U0ONCALL01");
+    assert_eq!(o["fence"]["outcome"], "confirmed");
+    assert_eq!(o["promotion"]["status"], "promoted");
+    assert_eq!(o["promotion"]["rpo_s"], 5.0);
+    assert_eq!(o["promotion"]["epoch"], 2);
+    assert!(o["switch"]["switched_at"].is_string());
+    assert_eq!(o["verify"]["write"]["ok"], true);
+    let rec = w.store.primary().await.unwrap().unwrap();
+    assert_eq!(
+        (rec.region.as_str(), rec.epoch),
+        (run.plan.regions.standby.region.as_str(), 2)
+    );
+}
+
+#[tokio::test]
+async fn path_reject_ends_failed_with_who_rejected_and_nothing_promoted() {
+    let w = world().await;
+    let run = start(&w, 5.0, |_| {}).await;
+    let keys = buttons(&w, &run).await;
+    let key = keys
+        .iter()
+        .find(|(a, _)| a == ACTION_REJECT)
+        .unwrap()
+        .1
+        .clone();
+    assert_eq!(
+        click(&w, ACTION_REJECT, &key, "U0ONCALL02").await.status(),
+        200
+    );
+    let e = ended(&w, &run).await;
+    assert_eq!(e.status, "FAILED", "{}", path(&e));
+    assert_eq!(e.error.as_deref(), Some("Handover.Rejected"));
+    assert!(
+        e.cause
+            .as_deref()
+            .unwrap_or_default()
+            .contains("U0ONCALL02"),
+        "{:?}",
+        e.cause
+    );
+    assert!(!e.states.contains(&"Fence".to_string()));
+    assert_eq!(w.store.primary().await.unwrap().unwrap().epoch, 1);
+}
+
+#[tokio::test]
+async fn path_approval_timeout_ends_failed_and_changes_nothing() {
+    let w = world().await;
+    let run = start(&w, 5.0, |p| p.timings.approval_timeout_s = 3).await;
+    let e = ended(&w, &run).await;
+    assert_eq!(e.status, "FAILED", "{}", path(&e));
+    assert_eq!(
+        e.error.as_deref(),
+        Some("Handover.ApprovalTimedOut"),
+        "{}",
+        path(&e)
+    );
+    assert!(
+        path(&e).ends_with("RequestApproval > ApprovalTimedOut"),
+        "{}",
+        path(&e)
+    );
+    assert_eq!(w.store.primary().await.unwrap().unwrap().epoch, 1);
+}
+
+#[tokio::test]
+async fn path_recheck_finds_p_recovered_and_aborts() {
+    let w = world().await;
+    let run = start(&w, 5.0, |_| {}).await;
+    let keys = buttons(&w, &run).await;
+    // P comes back while the person reads the message.
+    run._apps.0.set_status(200);
+    control(
+        "health",
+        json!({ &run.plan.regions.primary.health_check_id: true }),
+    )
+    .await;
+    let (action, key) = keys
+        .iter()
+        .find(|(a, _)| a.starts_with("handover_approve"))
+        .unwrap()
+        .clone();
+    assert_eq!(click(&w, &action, &key, "U0ONCALL01").await.status(), 200);
+    let e = ended(&w, &run).await;
+    assert_eq!(e.error.as_deref(), Some("Handover.Aborted"), "{}", path(&e));
+    assert!(
+        path(&e).ends_with("Recheck > RecheckChoice > Aborted"),
+        "{}",
+        path(&e)
+    );
+    assert!(e.cause.unwrap_or_default().contains("no failover"));
+}
+
+#[tokio::test]
+async fn path_blocked_replica_escalates_without_asking() {
+    let w = world().await;
+    let run = start(&w, -1.0, |_| {}).await;
+    let e = ended(&w, &run).await;
+    assert_eq!(
+        e.error.as_deref(),
+        Some("Handover.Escalated"),
+        "{}",
+        path(&e)
+    );
+    assert_eq!(path(&e), "Diagnose > Triage > Escalate");
+}
+
+#[tokio::test]
+async fn path_verify_deadline_missed_fails_with_verify_failed() {
+    let w = world().await;
+    let run = start(&w, 5.0, |p| {
+        p.timings.verify_deadline_s = 2;
+        if let Canary::Postgres { database, .. } = &mut p.canary {
+            *database = "handover_ro".into(); // the writer still refuses writes
+        }
+    })
+    .await;
+    approve(&w, &run).await;
+    let e = ended(&w, &run).await;
+    assert_eq!(
+        e.error.as_deref(),
+        Some("Handover.VerifyFailed"),
+        "{} {:?}",
+        path(&e),
+        e.cause
+    );
+    assert!(path(&e).ends_with("Verify > VerifyFailed"), "{}", path(&e));
+    assert!(e.cause.unwrap_or_default().contains("read-only"));
+}

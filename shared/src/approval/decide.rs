@@ -1,0 +1,315 @@
+//! The `slack` side: a signed click → at most one decision sent to Step Functions.
+//!
+//! Order matters and is fixed: verify the signature (nothing else happens
+//! on failure), parse, check the allow-list, consume the key once, then
+//! resume the task. Every call is bounded so Slack gets its answer within 3 s.
+
+use super::TaskToken;
+use super::callback::{CallbackError, TaskCallback};
+use crate::clock::Clock;
+use crate::error::{ErrorName, chain};
+use crate::execution::ApprovalResult;
+use crate::plan::Plan;
+use crate::slack::api::SlackApi;
+use crate::slack::interaction::{self, ApprovalDecision, InteractionError};
+use crate::slack::message::{self, Decided};
+use crate::slack::secrets::Secret;
+use crate::slack::signing::{self, SignatureError};
+use crate::store::Store;
+use crate::store::approval::{ConsumeOutcome, Decision};
+use chrono::{DateTime, Utc};
+use std::time::Duration;
+use tokio::time::{Instant, timeout};
+use tracing::{error, info, warn};
+
+/// Slack waits 3 s; keep a margin for API Gateway and the cold path.
+pub const DEFAULT_BUDGET: Duration = Duration::from_millis(2500);
+/// The most one DynamoDB or Step Functions call may take.
+const CALL_CAP: Duration = Duration::from_millis(900);
+
+/// The request as API Gateway delivered it.
+#[derive(Debug, Clone, Copy)]
+pub struct SignedRequest<'a> {
+    /// `X-Slack-Request-Timestamp`.
+    pub timestamp: Option<&'a str>,
+    /// `X-Slack-Signature`.
+    pub signature: Option<&'a str>,
+    /// `Content-Type`.
+    pub content_type: Option<&'a str>,
+    /// The raw body (base64-decoded if API Gateway encoded it).
+    pub body: &'a [u8],
+}
+
+/// What happened, and what Slack is told.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Not signed by Slack: 401, nothing else happened.
+    Unauthenticated(SignatureError),
+    /// Signed, but not a Handover click: 400.
+    BadRequest(InteractionError),
+    /// The user (or workspace) is not allowed to decide: 403, nothing changed.
+    Forbidden {
+        /// Slack user id.
+        user_id: String,
+    },
+    /// This click decided; the run got the decision.
+    Decided(Decided),
+    /// Someone decided before.
+    AlreadyDecided {
+        /// approve or reject.
+        decision: Decision,
+        /// Their name (or user id when not on the list any more).
+        by: String,
+        /// When.
+        at: DateTime<Utc>,
+    },
+    /// The key expired before anyone decided.
+    Expired {
+        /// When.
+        at: DateTime<Utc>,
+    },
+    /// No such key.
+    UnknownKey,
+    /// The click was recorded but Step Functions no longer waits (timed out, run ended).
+    TaskClosed {
+        /// Step Functions' error code.
+        code: String,
+    },
+    /// A dependency failed; the text says what and what to do.
+    Failed {
+        /// Which step failed.
+        stage: &'static str,
+        /// The error, with its causes.
+        error: String,
+    },
+}
+
+impl Outcome {
+    /// The HTTP status for Slack.
+    pub fn status(&self) -> u16 {
+        match self {
+            Outcome::Unauthenticated(_) => 401,
+            Outcome::BadRequest(_) => 400,
+            Outcome::Forbidden { .. } => 403,
+            Outcome::Failed { .. } => 503,
+            _ => 200,
+        }
+    }
+
+    /// What the clicking person reads (ephemeral) and the HTTP body.
+    pub fn text(&self) -> String {
+        match self {
+            Outcome::Unauthenticated(e) => format!("request not signed by Slack: {e}"),
+            Outcome::BadRequest(e) => format!("not a Handover approval click: {}", chain(e)),
+            Outcome::Forbidden { user_id } => {
+                format!("<@{user_id}> is not on this service's approver list: nothing was changed.")
+            }
+            Outcome::Decided(d) => format!(
+                "{} by {} at {}.",
+                if d.decision == Decision::Approve {
+                    "Approved"
+                } else {
+                    "Rejected"
+                },
+                d.approver_name,
+                d.at.to_rfc3339()
+            ),
+            Outcome::AlreadyDecided { decision, by, at } => {
+                format!(
+                    "Already decided ({decision}) by {by} at {}.",
+                    message::slack_date(*at)
+                )
+            }
+            Outcome::Expired { at } => format!(
+                "This approval request expired at {}: the run has stopped waiting.",
+                message::slack_date(*at)
+            ),
+            Outcome::UnknownKey => {
+                "This approval request is not known (it may have been cleaned up).".into()
+            }
+            Outcome::TaskClosed { code } => format!(
+                "Your click was recorded, but the run no longer waits for a decision ({code}): it timed out or ended. Nothing else changed."
+            ),
+            Outcome::Failed { stage, error } => format!(
+                "Could not complete your decision ({stage}: {error}). If it says the key was consumed, decide by CLI as the message explains; otherwise click again."
+            ),
+        }
+    }
+}
+
+/// Everything a decision needs, built once per container.
+pub struct Decider<'a, T> {
+    /// The plan: the allow-list and the optional workspace.
+    pub plan: &'a Plan,
+    /// The Handover table.
+    pub store: &'a Store,
+    /// Step Functions.
+    pub callback: &'a T,
+    /// The Slack Web API (for `response_url`).
+    pub slack: &'a SlackApi,
+    /// The signing secret.
+    pub signing_secret: &'a Secret,
+    /// Now (signature window and decision time).
+    pub clock: &'a dyn Clock,
+    /// The whole request's time budget.
+    pub budget: Duration,
+}
+
+impl<T: TaskCallback + Sync> Decider<'_, T> {
+    /// Handle one request from Slack, end to end.
+    pub async fn handle(&self, req: SignedRequest<'_>) -> Outcome {
+        let deadline = Instant::now() + self.budget;
+        let secret = self.signing_secret.expose().as_bytes();
+        if let Err(e) = signing::verify(secret, req.timestamp, req.signature, req.body, self.clock)
+        {
+            warn!(reason = %e, "slack request refused: signature");
+            return Outcome::Unauthenticated(e);
+        }
+        let click = match interaction::parse(req.content_type, req.body) {
+            Ok(c) => c,
+            Err(e) => {
+                warn!(reason = %chain(&e), "slack request refused: not a Handover click");
+                return Outcome::BadRequest(e);
+            }
+        };
+        let outcome = self.decide(&click, deadline).await;
+        info!(key = %click.key, user = %click.user_id, decision = %click.decision, status = outcome.status(), outcome = %outcome.text(), "slack click handled");
+        self.tell(&click, &outcome, deadline).await;
+        outcome
+    }
+
+    async fn decide(&self, click: &ApprovalDecision, deadline: Instant) -> Outcome {
+        let approver = self.plan.approver(&click.user_id);
+        let team_ok = match &self.plan.slack.team_id {
+            Some(team) => click.team_id.as_deref() == Some(team.as_str()),
+            None => true,
+        };
+        let (Some(approver), true) = (approver, team_ok) else {
+            warn!(user = %click.user_id, team = ?click.team_id, "click from outside the allow-list");
+            return Outcome::Forbidden {
+                user_id: click.user_id.clone(),
+            };
+        };
+        let now = self.clock.now();
+        let consumed = timeout(
+            share(deadline),
+            self.store
+                .consume_approval(&click.key, click.decision, &click.user_id, now),
+        )
+        .await;
+        let consumed = match consumed {
+            Ok(Ok(c)) => c,
+            Ok(Err(e)) => {
+                return failed("recording the decision (the key is unchanged)", &chain(&e));
+            }
+            Err(_) => {
+                return failed(
+                    "recording the decision (timed out; the key may be consumed)",
+                    "DynamoDB did not answer in time",
+                );
+            }
+        };
+        let approval = match consumed {
+            ConsumeOutcome::Consumed(a) => a,
+            ConsumeOutcome::Unknown => return Outcome::UnknownKey,
+            ConsumeOutcome::Expired { at } => return Outcome::Expired { at },
+            ConsumeOutcome::AlreadyDecided { decision, by, at } => {
+                let by = self.plan.approver(&by).map_or(by, |a| a.name.clone());
+                return Outcome::AlreadyDecided { decision, by, at };
+            }
+        };
+        let decided = Decided {
+            decision: click.decision,
+            approver_id: approver.user_id.clone(),
+            approver_name: approver.name.clone(),
+            at: now,
+            data_loss_acknowledged: click.decision == Decision::Approve
+                && click.data_loss_acknowledged,
+        };
+        let result = ApprovalResult {
+            decision: decided.decision,
+            approver_id: decided.approver_id.clone(),
+            approver_name: decided.approver_name.clone(),
+            decided_at: now,
+            requested_at: approval.requested_at,
+            data_loss_acknowledged: decided.data_loss_acknowledged,
+        };
+        let json = match serde_json::to_string(&result) {
+            Ok(j) => j,
+            Err(e) => {
+                return failed(
+                    "encoding the decision (the key was consumed)",
+                    &e.to_string(),
+                );
+            }
+        };
+        let token = TaskToken::new(approval.task_token.clone());
+        let call = async {
+            match click.decision {
+                Decision::Approve => {
+                    self.callback
+                        .succeed(&approval.execution, &token, &json)
+                        .await
+                }
+                // The cause is the same JSON, so the report can read who rejected and when.
+                Decision::Reject => {
+                    self.callback
+                        .fail(
+                            &approval.execution,
+                            &token,
+                            ErrorName::Rejected.as_str(),
+                            &json,
+                        )
+                        .await
+                }
+            }
+        };
+        match timeout(share(deadline), call).await {
+            Ok(Ok(())) => {
+                info!(incident = %approval.incident, execution = %approval.execution, decision = %decided.decision, approver = %decided.approver_id, "decision sent to step functions");
+                Outcome::Decided(decided)
+            }
+            Ok(Err(CallbackError::TaskClosed { code })) => Outcome::TaskClosed { code },
+            Ok(Err(e)) => failed(
+                "sending the decision to Step Functions (the key was consumed)",
+                &chain(&e),
+            ),
+            Err(_) => failed(
+                "sending the decision to Step Functions (the key was consumed)",
+                "Step Functions did not answer in time",
+            ),
+        }
+    }
+
+    /// Update the message through `response_url`: replaced on a decision,
+    /// an ephemeral note otherwise. A failure here is logged, not fatal.
+    async fn tell(&self, click: &ApprovalDecision, outcome: &Outcome, deadline: Instant) {
+        let body = match outcome {
+            Outcome::Decided(d) => message::decided(click.original_blocks.as_deref(), d),
+            _ => message::ephemeral(&outcome.text()),
+        };
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left < Duration::from_millis(50) {
+            warn!("no time left to update the Slack message");
+            return;
+        }
+        if let Err(e) = self.slack.respond(&click.response_url, &body, left).await {
+            warn!(error = %chain(&e), "updating the Slack message failed");
+        }
+    }
+}
+
+fn failed(stage: &'static str, error: &str) -> Outcome {
+    error!(stage, error, "slack click could not be completed");
+    Outcome::Failed {
+        stage,
+        error: error.to_owned(),
+    }
+}
+
+/// A call's share of what is left: at most [`CALL_CAP`], and never so much
+/// that nothing remains for the `response_url` update.
+fn share(deadline: Instant) -> Duration {
+    let left = deadline.saturating_duration_since(Instant::now());
+    CALL_CAP.min(left.saturating_sub(Duration::from_millis(300)))
+}

@@ -1,0 +1,176 @@
+//! The `approval` side: store a short key for the task token and ask in Slack.
+
+use super::{TaskToken, new_key};
+use crate::clock::Clock;
+use crate::error::{Classify, ErrorName, FunctionError};
+use crate::execution::{Diagnosis, ExecutionState};
+use crate::slack::api::{Posted, SlackApi, SlackError};
+use crate::slack::message::{self, ApprovalView, CliHint};
+use crate::slack::secrets::{SecretError, SecretReader};
+use crate::store::approval::{NewApproval, PutApprovalOutcome};
+use crate::store::{Store, StoreError};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use tracing::{info, warn};
+
+/// Fresh keys tried before giving up (a collision of 128 random bits means
+/// the random source is broken, not bad luck).
+const KEY_ATTEMPTS: u32 = 3;
+
+/// The task's payload, as the state machine sends it:
+/// `{"token.$": "$$.Task.Token", "execution.$": "$$.Execution.Id", "state.$": "$"}`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ApprovalTask {
+    /// The task token to resume the run with.
+    pub token: TaskToken,
+    /// Execution ARN.
+    pub execution: String,
+    /// The whole execution document; `diagnosis` must be present.
+    pub state: ExecutionState,
+}
+
+/// What the function returns (Step Functions ignores it while the task waits;
+/// it shows in the history, so it holds no token).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalRequested {
+    /// The approval key in the buttons.
+    pub key: String,
+    /// Where the question was posted.
+    pub message: Posted,
+    /// When it was asked.
+    pub requested_at: DateTime<Utc>,
+    /// When the key stops being accepted.
+    pub expires_at: DateTime<Utc>,
+}
+
+/// Asking failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    /// The execution document lacks what the message needs.
+    #[error("approval task input")]
+    Input(#[source] FunctionError),
+    /// No randomness for the key.
+    #[error("no random source for the approval key: {0}")]
+    Random(getrandom::Error),
+    /// Every fresh key already existed.
+    #[error("{0} fresh approval keys all existed: the random source is broken")]
+    KeyCollisions(u32),
+    /// Storing the key failed.
+    #[error("storing the approval key")]
+    Store(#[source] StoreError),
+    /// The bot token could not be read.
+    #[error("reading the Slack bot token")]
+    Secret(#[source] SecretError),
+    /// Slack did not take the message, after retries. Nobody has been asked,
+    /// so the run must not wait: the state machine catches this and escalates.
+    #[error("posting the approval request to Slack (nobody was asked; escalate)")]
+    Slack(#[source] SlackError),
+}
+
+impl Classify for RequestError {
+    fn error_name(&self) -> ErrorName {
+        match self {
+            RequestError::Input(e) => e.name,
+            RequestError::Store(e) => e.error_name(),
+            RequestError::Secret(e) => e.error_name(),
+            RequestError::Random(_) | RequestError::KeyCollisions(_) | RequestError::Slack(_) => {
+                ErrorName::Fatal
+            }
+        }
+    }
+}
+
+/// Stores the key and posts the question.
+pub struct Requester<'a, S> {
+    /// The Handover table.
+    pub store: &'a Store,
+    /// Secrets Manager (the bot token).
+    pub secrets: &'a S,
+    /// The Slack Web API.
+    pub slack: &'a SlackApi,
+    /// Now.
+    pub clock: &'a dyn Clock,
+    /// Table and Region for the CLI hint.
+    pub cli: &'a CliHint,
+}
+
+impl<S: SecretReader + Sync> Requester<'_, S> {
+    /// Ask for approval of `task`. Returns once the message is posted; the
+    /// Step Functions task keeps waiting until the `slack` function answers.
+    pub async fn request(&self, task: &ApprovalTask) -> Result<ApprovalRequested, RequestError> {
+        let state = &task.state;
+        let plan = &state.input.plan;
+        let diagnosis: Diagnosis = state.require("diagnosis").map_err(RequestError::Input)?;
+        // Read the token first: if it is missing, nothing is stored.
+        let bot_token = self
+            .secrets
+            .read(&plan.slack.bot_token_secret_arn)
+            .await
+            .map_err(RequestError::Secret)?;
+        let requested_at = self.clock.now();
+        let expires_at = requested_at
+            + chrono::Duration::seconds(
+                i64::try_from(plan.timings.approval_timeout_s).unwrap_or(i64::MAX / 1000),
+            );
+        let key = self.store_key(task, requested_at, expires_at).await?;
+        let (text, blocks) = message::approval(&ApprovalView {
+            state,
+            diagnosis: &diagnosis,
+            key: &key,
+            requested_at,
+            expires_at,
+            cli: self.cli,
+        });
+        let posted = self
+            .slack
+            .post_message(&bot_token, &plan.slack.channel, &text, &blocks)
+            .await
+            .map_err(RequestError::Slack)?;
+        info!(
+            incident = %state.input.incident_id,
+            key = %key,
+            channel = %posted.channel,
+            ts = %posted.ts,
+            expires_at = %expires_at,
+            rpo_over_target = diagnosis.rpo_over_target,
+            "approval requested"
+        );
+        Ok(ApprovalRequested {
+            key,
+            message: posted,
+            requested_at,
+            expires_at,
+        })
+    }
+
+    async fn store_key(
+        &self,
+        task: &ApprovalTask,
+        requested_at: DateTime<Utc>,
+        expires_at: DateTime<Utc>,
+    ) -> Result<String, RequestError> {
+        for _ in 0..KEY_ATTEMPTS {
+            let key = new_key().map_err(RequestError::Random)?;
+            let approval = NewApproval {
+                key: key.clone(),
+                task_token: task.token.expose().to_owned(),
+                execution: task.execution.clone(),
+                incident: task.state.input.incident_id.clone(),
+                requested_at,
+                expires_at,
+            };
+            match self
+                .store
+                .put_approval(&approval)
+                .await
+                .map_err(RequestError::Store)?
+            {
+                PutApprovalOutcome::Stored => return Ok(key),
+                PutApprovalOutcome::KeyExists => {
+                    warn!(key = %key, "approval key exists; drawing another")
+                }
+            }
+        }
+        Err(RequestError::KeyCollisions(KEY_ATTEMPTS))
+    }
+}

@@ -1,0 +1,201 @@
+use super::*;
+use crate::slack::fixtures;
+
+const KEY: &str = "q2T8f3K9aZ0wXy1VbN4mLg";
+
+fn cli() -> CliHint {
+    CliHint {
+        table: "handover-shop".into(),
+        region: "ap-northeast-1".into(),
+    }
+}
+
+fn build(lag: Option<f64>, drill: bool) -> (String, Vec<Value>) {
+    let mut state = fixtures::state(lag);
+    state.input.drill = drill;
+    let diagnosis = fixtures::diagnosis(lag);
+    let requested_at = fixtures::t0() + chrono::Duration::seconds(200);
+    approval(&ApprovalView {
+        state: &state,
+        diagnosis: &diagnosis,
+        key: KEY,
+        requested_at,
+        expires_at: requested_at + chrono::Duration::minutes(15),
+        cli: &cli(),
+    })
+}
+
+fn block<'a>(blocks: &'a [Value], id: &str) -> &'a Value {
+    blocks
+        .iter()
+        .find(|b| b["block_id"] == id)
+        .unwrap_or_else(|| panic!("no block {id}"))
+}
+
+#[test]
+fn the_request_shows_incident_mode_summary_risk_rpo_evidence_and_t0() {
+    let (fallback, blocks) = build(Some(5.0), false);
+    let text = serde_json::to_string(&blocks).unwrap();
+    assert_eq!(blocks[0]["type"], "header");
+    let header = blocks[0]["text"]["text"].as_str().unwrap();
+    assert!(header.contains("FAILOVER"), "{header}");
+    assert!(
+        header.contains("shop-ap-northeast-2-20261130T141155Z"),
+        "{header}"
+    );
+    assert!(
+        text.contains("P (ap-northeast-2) does not answer"),
+        "summary"
+    );
+    assert!(
+        text.contains("*LOW* — replica healthy, lag within target"),
+        "risk and rule"
+    );
+    assert!(text.contains("5 s (target 60 s)"), "RPO vs target");
+    assert!(text.contains("timed out after 3000 ms"), "evidence");
+    assert!(text.contains("<!date^1796047915^"), "T0 as a Slack date");
+    assert!(text.contains("(3 min 20 s ago)"), "time since T0");
+    assert!(fallback.contains("risk LOW"), "{fallback}");
+    let (_, drill) = build(Some(5.0), true);
+    assert!(drill[0]["text"]["text"].as_str().unwrap().contains("DRILL"));
+}
+
+#[test]
+fn buttons_carry_the_key_and_the_plain_approve_has_no_confirm() {
+    let (_, blocks) = build(Some(5.0), false);
+    let actions = block(&blocks, BLOCK_ACTIONS)["elements"]
+        .as_array()
+        .unwrap();
+    assert_eq!(actions.len(), 2);
+    assert_eq!(actions[0]["action_id"], ACTION_APPROVE);
+    assert_eq!(actions[0]["value"], KEY);
+    assert!(actions[0].get("confirm").is_none());
+    assert_eq!(actions[1]["action_id"], ACTION_REJECT);
+    assert_eq!(actions[1]["value"], KEY);
+}
+
+#[test]
+fn rpo_over_target_changes_the_approve_button_and_asks_to_confirm() {
+    let (_, blocks) = build(Some(299.2), false);
+    let approve = &block(&blocks, BLOCK_ACTIONS)["elements"][0];
+    assert_eq!(approve["action_id"], ACTION_APPROVE_DATA_LOSS);
+    assert_eq!(
+        approve["text"]["text"],
+        "Approve — accept up to 300 s data loss"
+    );
+    assert_eq!(approve["value"], KEY);
+    let confirm = &approve["confirm"];
+    assert_eq!(confirm["title"]["text"], "Accept data loss?");
+    assert!(
+        confirm["text"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("over the target of 60 s")
+    );
+    let (_, unknown) = build(None, false);
+    let approve = &block(&unknown, BLOCK_ACTIONS)["elements"][0];
+    assert_eq!(approve["action_id"], ACTION_APPROVE_DATA_LOSS);
+    assert_eq!(
+        approve["text"]["text"],
+        "Approve — accept unknown data loss"
+    );
+}
+
+#[test]
+fn the_cli_hint_says_where_the_token_is_without_containing_one() {
+    let (_, blocks) = build(Some(5.0), false);
+    let hint = serde_json::to_string(block(&blocks, BLOCK_CLI)).unwrap();
+    assert!(hint.contains("APPROVAL#q2T8f3K9aZ0wXy1VbN4mLg"), "{hint}");
+    assert!(hint.contains("--table-name handover-shop"), "{hint}");
+    assert!(
+        hint.contains("aws stepfunctions send-task-success --region ap-northeast-1"),
+        "{hint}"
+    );
+    assert!(hint.contains("--error Handover.Rejected"), "{hint}");
+    assert!(hint.contains("--task-token \\\"$TOKEN\\\""), "{hint}");
+}
+
+#[test]
+fn every_text_fits_slacks_limits() {
+    let mut state = fixtures::state(Some(5.0));
+    state.input.incident_id = "x".repeat(400);
+    let mut diagnosis = fixtures::diagnosis(Some(5.0));
+    diagnosis.summary = "s".repeat(5000);
+    for e in &mut diagnosis.evidence {
+        e.observation = "o".repeat(5000);
+    }
+    let now = fixtures::t0();
+    let (_, blocks) = approval(&ApprovalView {
+        state: &state,
+        diagnosis: &diagnosis,
+        key: KEY,
+        requested_at: now,
+        expires_at: now,
+        cli: &cli(),
+    });
+    assert!(blocks[0]["text"]["text"].as_str().unwrap().chars().count() <= 150);
+    assert!(blocks[1]["text"]["text"].as_str().unwrap().chars().count() <= 3000);
+    for b in &blocks {
+        if let Some(t) = b["text"]["text"].as_str() {
+            assert!(t.chars().count() <= 3000);
+        }
+    }
+}
+
+#[test]
+fn decided_replaces_the_buttons_and_hint_with_who_and_when() {
+    let (_, blocks) = build(Some(299.0), false);
+    let body = decided(
+        Some(&blocks),
+        &Decided {
+            decision: Decision::Approve,
+            approver_id: "U0ONCALL01".into(),
+            approver_name: "Primary on-call".into(),
+            at: fixtures::t0() + chrono::Duration::minutes(5),
+            data_loss_acknowledged: true,
+        },
+    );
+    assert_eq!(body["replace_original"], true);
+    let out = body["blocks"].as_array().unwrap();
+    assert!(
+        out.iter().all(|b| b["type"] != "actions"),
+        "buttons removed"
+    );
+    assert!(
+        out.iter().all(|b| b["block_id"] != BLOCK_CLI),
+        "hint removed"
+    );
+    assert_eq!(out[0], blocks[0], "the diagnosis stays");
+    let last = out.last().unwrap()["text"]["text"].as_str().unwrap();
+    assert!(
+        last.contains("*Approved* by Primary on-call (<@U0ONCALL01>)"),
+        "{last}"
+    );
+    assert!(last.contains("<!date^1796048215^"), "{last}");
+    assert!(last.contains("data loss acknowledged"), "{last}");
+
+    let body = decided(
+        None,
+        &Decided {
+            decision: Decision::Reject,
+            approver_id: "U0ONCALL02".into(),
+            approver_name: "Secondary on-call".into(),
+            at: fixtures::t0(),
+            data_loss_acknowledged: false,
+        },
+    );
+    assert_eq!(body["blocks"].as_array().unwrap().len(), 1);
+    assert!(
+        body["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("Rejected by Secondary on-call")
+    );
+}
+
+#[test]
+fn ephemeral_notes_leave_the_original_alone() {
+    let v = ephemeral("already decided");
+    assert_eq!(v["response_type"], "ephemeral");
+    assert_eq!(v["replace_original"], false);
+}

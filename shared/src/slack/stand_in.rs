@@ -1,0 +1,328 @@
+//! A loopback Slack for tests and drills, and clicks signed exactly as Slack
+//! signs them.
+//!
+//! [`SlackStandIn`] serves `POST /api/chat.postMessage` and
+//! `POST /actions/...` (response URLs) on a free 127.0.0.1 port, records every
+//! request, and can be told to fail the next calls (HTTP status, 429 with
+//! `Retry-After`, or a Slack `{"ok": false}` error). [`serve`] is the small
+//! HTTP/1.1 server underneath; tests reuse it for other loopback endpoints.
+
+use super::message::BLOCK_ACTIONS;
+use super::signing;
+use serde_json::{Value, json};
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// One HTTP request as the stand-in received it.
+#[derive(Debug, Clone)]
+pub struct HttpRequest {
+    /// `POST`, `GET`, …
+    pub method: String,
+    /// Path and query.
+    pub path: String,
+    /// Header names (lower case) and values.
+    pub headers: Vec<(String, String)>,
+    /// The body.
+    pub body: Vec<u8>,
+}
+
+impl HttpRequest {
+    /// A header's value (name compared case-insensitively).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// An answer.
+#[derive(Debug, Clone)]
+pub struct HttpResponse {
+    /// HTTP status.
+    pub status: u16,
+    /// Extra headers.
+    pub headers: Vec<(String, String)>,
+    /// JSON body.
+    pub body: Value,
+}
+
+impl HttpResponse {
+    /// `status` with a JSON body.
+    pub fn json(status: u16, body: Value) -> Self {
+        Self {
+            status,
+            headers: Vec::new(),
+            body,
+        }
+    }
+}
+
+/// A running loopback server. Dropping it stops accepting connections.
+#[derive(Debug)]
+pub struct Server {
+    /// `http://127.0.0.1:PORT`.
+    pub url: String,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Serve `handler` on a free 127.0.0.1 port (one request per connection).
+pub async fn serve<F, Fut>(handler: F) -> std::io::Result<Server>
+where
+    F: Fn(HttpRequest) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = HttpResponse> + Send + 'static,
+{
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let addr: SocketAddr = listener.local_addr()?;
+    let handler = Arc::new(handler);
+    let task = tokio::spawn(async move {
+        while let Ok((sock, _)) = listener.accept().await {
+            let handler = handler.clone();
+            tokio::spawn(async move {
+                let _ = answer(sock, &*handler).await;
+            });
+        }
+    });
+    Ok(Server {
+        url: format!("http://{addr}"),
+        task,
+    })
+}
+
+async fn answer<F, Fut>(mut sock: TcpStream, handler: &F) -> std::io::Result<()>
+where
+    F: Fn(HttpRequest) -> Fut,
+    Fut: Future<Output = HttpResponse>,
+{
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 8192];
+    let head_end = loop {
+        let n = sock.read(&mut chunk).await?;
+        if n == 0 {
+            return Ok(());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+    let mut lines = head.split("\r\n");
+    let mut first = lines.next().unwrap_or_default().split(' ');
+    let (method, path) = (
+        first.next().unwrap_or_default().to_owned(),
+        first.next().unwrap_or_default().to_owned(),
+    );
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    let len: usize = headers
+        .iter()
+        .find(|(k, _)| k == "content-length")
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0);
+    let mut body = buf[head_end..].to_vec();
+    while body.len() < len {
+        let n = sock.read(&mut chunk).await?;
+        if n == 0 {
+            break;
+        }
+        body.extend_from_slice(&chunk[..n]);
+    }
+    let resp = handler(HttpRequest {
+        method,
+        path,
+        headers,
+        body,
+    })
+    .await;
+    let body = resp.body.to_string();
+    let mut out = format!(
+        "HTTP/1.1 {} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n",
+        resp.status,
+        body.len()
+    );
+    for (k, v) in &resp.headers {
+        out.push_str(&format!("{k}: {v}\r\n"));
+    }
+    out.push_str("\r\n");
+    out.push_str(&body);
+    sock.write_all(out.as_bytes()).await?;
+    sock.shutdown().await
+}
+
+/// A scripted failure for the next call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fault {
+    /// Answer with this HTTP status.
+    Status(u16),
+    /// HTTP 429 with `Retry-After: seconds`.
+    RateLimited(u64),
+    /// HTTP 200 `{"ok": false, "error": ...}`.
+    Api(String),
+}
+
+/// A request Slack received, with what it answered.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    /// Request path, e.g. `/api/chat.postMessage`.
+    pub path: String,
+    /// The `Authorization` header.
+    pub authorization: Option<String>,
+    /// The JSON body (`Null` if it was not JSON).
+    pub body: Value,
+    /// The HTTP status answered.
+    pub status: u16,
+}
+
+#[derive(Default)]
+struct State {
+    calls: Vec<Recorded>,
+    faults: VecDeque<Fault>,
+    posted: u64,
+}
+
+/// The Slack stand-in.
+pub struct SlackStandIn {
+    server: Server,
+    state: Arc<Mutex<State>>,
+}
+
+impl SlackStandIn {
+    /// Start on a free loopback port.
+    pub async fn start() -> std::io::Result<Self> {
+        let state: Arc<Mutex<State>> = Arc::default();
+        let shared = state.clone();
+        let server = serve(move |req| {
+            let state = shared.clone();
+            async move { slack(&state, req) }
+        })
+        .await?;
+        Ok(Self { server, state })
+    }
+
+    /// The value for `SLACK_API_BASE`.
+    pub fn api_base(&self) -> String {
+        format!("{}/api", self.server.url)
+    }
+
+    /// A response URL on this stand-in, like Slack's `hooks.slack.com/actions/...`.
+    pub fn response_url(&self, id: &str) -> String {
+        format!("{}/actions/T0TEAM0001/{id}/stand-in", self.server.url)
+    }
+
+    /// Fail the next calls, one fault per call, in order.
+    pub fn fail_next(&self, faults: impl IntoIterator<Item = Fault>) {
+        self.lock().faults.extend(faults);
+    }
+
+    /// Every request so far.
+    pub fn calls(&self) -> Vec<Recorded> {
+        self.lock().calls.clone()
+    }
+
+    /// Successful chat.postMessage calls.
+    pub fn messages(&self) -> Vec<Recorded> {
+        self.calls_to("/api/chat.postMessage")
+    }
+
+    /// Successful response_url calls.
+    pub fn responses(&self) -> Vec<Recorded> {
+        self.calls_to("/actions/")
+    }
+
+    fn calls_to(&self, prefix: &str) -> Vec<Recorded> {
+        self.calls()
+            .into_iter()
+            .filter(|c| c.path.starts_with(prefix) && c.status == 200)
+            .collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+fn slack(state: &Mutex<State>, req: HttpRequest) -> HttpResponse {
+    let mut s = state.lock().unwrap_or_else(|p| p.into_inner());
+    let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
+    let resp = match s.faults.pop_front() {
+        Some(Fault::Status(code)) => {
+            HttpResponse::json(code, json!({"ok": false, "error": "injected"}))
+        }
+        Some(Fault::RateLimited(secs)) => HttpResponse {
+            status: 429,
+            headers: vec![("retry-after".into(), secs.to_string())],
+            body: json!({"ok": false, "error": "ratelimited"}),
+        },
+        Some(Fault::Api(error)) => HttpResponse::json(200, json!({"ok": false, "error": error})),
+        None if req.path == "/api/chat.postMessage" => {
+            if req
+                .header("authorization")
+                .is_none_or(|a| !a.starts_with("Bearer "))
+            {
+                HttpResponse::json(200, json!({"ok": false, "error": "not_authed"}))
+            } else {
+                s.posted += 1;
+                let ts = format!("1764511915.{:06}", s.posted);
+                HttpResponse::json(
+                    200,
+                    json!({"ok": true, "channel": body["channel"], "ts": ts}),
+                )
+            }
+        }
+        None if req.path.starts_with("/actions/") => HttpResponse::json(200, json!({"ok": true})),
+        None => HttpResponse::json(404, json!({"ok": false, "error": "unknown_method"})),
+    };
+    let authorization = req.header("authorization").map(str::to_owned);
+    s.calls.push(Recorded {
+        path: req.path,
+        authorization,
+        body,
+        status: resp.status,
+    });
+    resp
+}
+
+/// A click as Slack sends it: the form body of a `block_actions` payload for
+/// `action_id` with value `key`, from `user_id` in `team_id`.
+pub fn click_body(
+    user_id: &str,
+    team_id: &str,
+    action_id: &str,
+    key: &str,
+    response_url: &str,
+) -> String {
+    let payload = json!({
+        "type": "block_actions",
+        "user": {"id": user_id, "username": format!("user-{user_id}"), "team_id": team_id},
+        "team": {"id": team_id, "domain": "handover"},
+        "api_app_id": "A0HANDOVER",
+        "container": {"type": "message", "message_ts": "1764511915.000001", "is_ephemeral": false},
+        "channel": {"id": "C0123456789", "name": "incidents"},
+        "message": {"type": "message", "blocks": [{"type": "actions", "block_id": BLOCK_ACTIONS}]},
+        "response_url": response_url,
+        "actions": [{"type": "button", "action_id": action_id, "block_id": BLOCK_ACTIONS, "value": key}],
+    });
+    form_urlencoded::Serializer::new(String::new())
+        .append_pair("payload", &payload.to_string())
+        .finish()
+}
+
+/// The `X-Slack-Request-Timestamp` and `X-Slack-Signature` values for `body` at `timestamp`.
+pub fn signed_headers(secret: &[u8], timestamp: i64, body: &[u8]) -> (String, String) {
+    (
+        timestamp.to_string(),
+        signing::sign(secret, timestamp, body),
+    )
+}
