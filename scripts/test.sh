@@ -13,4 +13,6 @@ step "build tests (first run compiles the AWS SDK: several minutes on 2 cores)"
 cargo test --workspace --no-run --quiet
 step "tests (unit + against the moto emulator; path tests run the real binaries under cargo lambda watch)"
 scripts/with-emulator.sh bash -c 'cargo test --workspace -- --skip path_ && scripts/paths.sh' 
+step "drills: approve, reject, approval timeout (full local runs)"
+scripts/drills.sh
 step "done"

@@ -115,7 +115,9 @@ class World:
         self.moto_port = moto_port
         self.lambda_upstream = lambda_upstream
         self.lock = threading.Lock()
-        self.faults: dict[str, dict] = {}  # "service:region" -> {"mode": "timeout"|"error", "seconds": n}
+        # "service:region" (or "service:*") -> {"mode": "timeout"|"error", "seconds": n,
+        #   "count": n (only the next n calls), "caller": function name (only its calls)}
+        self.faults: dict[str, dict] = {}
         self.health: dict[str, bool] = {}  # health check id -> healthy?
         self.calls: list[dict] = []
         # moto's DynamoDB backend is not thread-safe: two concurrent conditional
@@ -215,19 +217,33 @@ def make_handler(world: World):
                 return self._invoke(path, body)
             service, region = service_region(self.headers)
             action = action_of(self.headers, path, body)
+            caller = caller_of(self.headers)
             with world.lock:
                 world.calls.append({"service": service, "region": region, "action": action,
-                                    "target": target_of(self.headers, body), "caller": caller_of(self.headers),
+                                    "target": target_of(self.headers, body), "caller": caller,
                                     "t": time.time()})
-                fault = world.faults.get(f"{service}:{region}") or world.faults.get(f"{service}:*")
+                key = f"{service}:{region}" if f"{service}:{region}" in world.faults else f"{service}:*"
+                fault = world.faults.get(key)
+                if fault and fault.get("caller") and fault["caller"] != caller:
+                    fault = None
+                if fault and "count" in fault:
+                    # A fault for the next N matching calls only.
+                    fault["count"] -= 1
+                    if fault["count"] <= 0:
+                        world.faults.pop(key, None)
             if fault:
                 if fault.get("mode") == "timeout":
                     time.sleep(float(fault.get("seconds", 30)))
                     self.close_connection = True
                     return
                 if fault.get("mode") == "error":
-                    return self._send(503, b'{"__type":"ServiceUnavailable","message":"injected fault"}',
-                                      {"Content-Type": "application/json"})
+                    if service in ("dynamodb", "ssm", "states", "secretsmanager", "logs"):
+                        return self._send(503, b'{"__type":"ServiceUnavailable","message":"injected fault"}',
+                                          {"Content-Type": "application/x-amz-json-1.0"})
+                    return self._send(503, b'<ErrorResponse><Error><Type>Receiver</Type><Code>ServiceUnavailable'
+                                           b'</Code><Message>injected fault</Message></Error>'
+                                           b'<RequestId>handover-fault</RequestId></ErrorResponse>',
+                                      {"Content-Type": "text/xml"})
             if service == "route53":
                 m = re.match(r"^/2013-04-01/healthcheck/([^/]+)/status$", path.split("?")[0])
                 if m and method == "GET":

@@ -93,13 +93,7 @@ impl Lambdas {
 
 impl Drop for Lambdas {
     fn drop(&mut self) {
-        #[cfg(unix)]
-        {
-            // The whole group: cargo lambda and the function processes it started.
-            let _ = Command::new("kill")
-                .args(["-TERM", &format!("-{}", self.child.id())])
-                .status();
-        }
+        // cargo lambda stops the function processes it started when it exits.
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

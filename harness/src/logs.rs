@@ -40,10 +40,7 @@ impl<'a> MakeWriter<'a> for Captured {
 pub async fn capture<F: std::future::Future>(f: F) -> (F::Output, String) {
     let captured = Captured::default();
     // TRACE everywhere but the SDK, which is capped as in production.
-    let mut filter = tracing_subscriber::EnvFilter::new("trace");
-    for cap in handover::telemetry::SDK_LOG_CAP {
-        filter = filter.add_directive(cap.parse().expect("static directive"));
-    }
+    let filter = handover::telemetry::capped("trace");
     let subscriber = tracing_subscriber::fmt()
         .json()
         .with_env_filter(filter)

@@ -492,3 +492,176 @@ async fn path_verify_deadline_missed_fails_with_verify_failed() {
     assert!(path(&e).ends_with("Verify > VerifyFailed"), "{}", path(&e));
     assert!(e.cause.unwrap_or_default().contains("read-only"));
 }
+
+async fn clear_faults() {
+    control(
+        "faults",
+        json!({"rds:ap-northeast-2": null, "route53:*": null}),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn path_fence_unconfirmed_under_stop_fails_and_promotes_nothing() {
+    let w = world().await;
+    clear_faults().await;
+    let run = start(&w, 5.0, |p| {
+        p.fence.on_unconfirmed = handover::plan::OnUnconfirmed::Stop
+    })
+    .await;
+    // P's RDS API stops answering before the fence runs.
+    control(
+        "faults",
+        json!({"rds:ap-northeast-2": {"mode": "timeout", "seconds": 3}}),
+    )
+    .await;
+    approve(&w, &run).await;
+    let e = ended(&w, &run).await;
+    clear_faults().await;
+    assert_eq!(
+        e.error.as_deref(),
+        Some("Handover.FenceUnconfirmed"),
+        "{} {:?}",
+        path(&e),
+        e.cause
+    );
+    assert!(
+        path(&e).ends_with("Fence > FenceChoice > FenceUnconfirmed"),
+        "{}",
+        path(&e)
+    );
+    assert!(e.cause.unwrap_or_default().contains("timed out"));
+    let rec = w.store.primary().await.unwrap().unwrap();
+    assert_eq!(rec.epoch, 1, "nothing promoted");
+}
+
+#[tokio::test]
+async fn path_fence_unconfirmed_under_proceed_goes_on_to_succeed() {
+    let w = world().await;
+    clear_faults().await;
+    let run = start(&w, 5.0, |p| {
+        p.fence.on_unconfirmed = handover::plan::OnUnconfirmed::Proceed
+    })
+    .await;
+    control(
+        "faults",
+        json!({"rds:ap-northeast-2": {"mode": "timeout", "seconds": 3}}),
+    )
+    .await;
+    approve(&w, &run).await;
+    let e = ended(&w, &run).await;
+    clear_faults().await;
+    assert_eq!(
+        e.status,
+        "SUCCEEDED",
+        "{} {:?} {:?}",
+        path(&e),
+        e.error,
+        e.cause
+    );
+    assert_eq!(e.output["fence"]["outcome"], "unconfirmed");
+    assert_eq!(e.output["fence"]["policy"], "proceed");
+}
+
+#[tokio::test]
+async fn path_refused_when_another_execution_moved_the_epoch() {
+    let w = world().await;
+    clear_faults().await;
+    let run = start(&w, 5.0, |_| {}).await;
+    buttons(&w, &run).await;
+    // While the person reads, another execution completes a failover on epoch 1.
+    let s = &run.plan.regions.standby;
+    w.store
+        .begin_fencing(1, "arn:other", &s.region, Utc::now())
+        .await
+        .unwrap();
+    w.store
+        .claim_promotion(1, "arn:other", (1.0, Utc::now()), Utc::now())
+        .await
+        .unwrap();
+    w.store
+        .complete_promotion(1, "arn:other", &s.region, &s.db_instance_id, Utc::now())
+        .await
+        .unwrap();
+    approve(&w, &run).await;
+    let e = ended(&w, &run).await;
+    assert_eq!(
+        e.error.as_deref(),
+        Some("Handover.Refused"),
+        "{} {:?}",
+        path(&e),
+        e.cause
+    );
+    assert!(path(&e).ends_with("Fence > Refused"), "{}", path(&e));
+    assert!(e.cause.unwrap_or_default().contains("epoch moved to 2"));
+}
+
+#[tokio::test]
+async fn path_a_transient_error_is_retried_and_the_run_succeeds() {
+    let w = world().await;
+    clear_faults().await;
+    let run = start(&w, 5.0, |_| {}).await;
+    // Route 53 answers the switch function with 503s until its first
+    // invocation has failed as Handover.Transient; then it recovers and the
+    // state machine's Retry runs the function again.
+    control(
+        "faults",
+        json!({"route53:*": {"mode": "error", "caller": "switch"}}),
+    )
+    .await;
+    approve(&w, &run).await;
+    let sfn = w.aws.sfn(TEST_REGION).await;
+    for _ in 0..600 {
+        let h = sfn
+            .get_execution_history()
+            .execution_arn(&run.arn)
+            .max_results(1000)
+            .send()
+            .await
+            .unwrap();
+        if h.events()
+            .iter()
+            .any(|e| e.lambda_function_failed_event_details().is_some())
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    clear_faults().await;
+    let e = ended(&w, &run).await;
+    assert_eq!(
+        e.status,
+        "SUCCEEDED",
+        "{} {:?} {:?}",
+        path(&e),
+        e.error,
+        e.cause
+    );
+    let h = sfn
+        .get_execution_history()
+        .execution_arn(&run.arn)
+        .max_results(1000)
+        .send()
+        .await
+        .unwrap();
+    // A Lambda-ARN task's failure is a LambdaFunctionFailed event.
+    let transient = h
+        .events()
+        .iter()
+        .filter_map(|ev| {
+            ev.lambda_function_failed_event_details()
+                .and_then(|d| d.error())
+                .or_else(|| ev.task_failed_event_details().and_then(|d| d.error()))
+        })
+        .filter(|e| *e == "Handover.Transient")
+        .count();
+    let kinds: Vec<String> = h
+        .events()
+        .iter()
+        .map(|e| e.r#type().as_str().to_owned())
+        .collect();
+    assert_eq!(
+        transient, 1,
+        "one failed attempt, then the Retry succeeded: {kinds:?}"
+    );
+}

@@ -103,12 +103,17 @@ impl Aws {
 }
 
 /// Was this SDK error a throttle, timeout or server fault (worth retrying)?
-pub fn is_transient<E, R>(err: &SdkError<E, R>) -> bool
+pub fn is_transient<E>(err: &SdkError<E, aws_smithy_runtime_api::http::Response>) -> bool
 where
     E: aws_smithy_types::error::metadata::ProvideErrorMetadata,
 {
     match err {
         SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => {
+            true
+        }
+        SdkError::ServiceError(se)
+            if se.raw().status().is_server_error() || se.raw().status().as_u16() == 429 =>
+        {
             true
         }
         SdkError::ServiceError(se) => matches!(

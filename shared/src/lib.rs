@@ -13,6 +13,7 @@
 //! - [`failover`]: fence, promote, switch, verify — idempotent and safe under races.
 //! - [`approval`]: human approval: ask in Slack, turn a signed click into one decision.
 //! - [`slack`]: Slack request signing, interactions, Block Kit, the Web API.
+//! - [`report`]: the after-action report from the execution history.
 //! - [`adapters`]: one adapter per AWS capability, behind traits named for the permission.
 //! - [`aws`]: the one place SDK clients are built from the environment.
 //! - [`execution`]: the execution document each step reads and adds to.
@@ -32,6 +33,7 @@ pub mod error;
 pub mod execution;
 pub mod failover;
 pub mod plan;
+pub mod report;
 pub mod slack;
 pub mod store;
 pub mod telemetry;

@@ -16,16 +16,24 @@ pub const SDK_LOG_CAP: [&str; 3] = [
     "aws_smithy_http_client=debug",
 ];
 
-/// The filter: `RUST_LOG` (default `info`) with the SDK capped at DEBUG.
+/// The filter: `RUST_LOG` (default `info`). When that enables TRACE, the
+/// SDK's crates are held at DEBUG; otherwise nothing is added.
 pub fn log_filter() -> EnvFilter {
     let base = std::env::var("RUST_LOG")
         .ok()
         .filter(|v| !v.trim().is_empty())
         .unwrap_or_else(|| "info".into());
-    let mut filter = EnvFilter::try_new(&base).unwrap_or_else(|_| EnvFilter::new("info"));
-    for cap in SDK_LOG_CAP {
-        if let Ok(d) = cap.parse() {
-            filter = filter.add_directive(d);
+    capped(&base)
+}
+
+/// `directives` with the SDK capped at DEBUG when they enable TRACE.
+pub fn capped(directives: &str) -> EnvFilter {
+    let mut filter = EnvFilter::try_new(directives).unwrap_or_else(|_| EnvFilter::new("info"));
+    if filter.max_level_hint() == Some(tracing_subscriber::filter::LevelFilter::TRACE) {
+        for cap in SDK_LOG_CAP {
+            if let Ok(d) = cap.parse() {
+                filter = filter.add_directive(d);
+            }
         }
     }
     filter
@@ -147,11 +155,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_sdk_is_capped_even_when_rust_log_asks_for_trace() {
-        let text = log_filter().to_string();
+    fn the_sdk_is_capped_when_trace_is_asked_for_and_untouched_otherwise() {
+        let trace = capped("trace").to_string();
         for cap in SDK_LOG_CAP {
-            assert!(text.contains(cap), "{text}");
+            assert!(trace.contains(cap), "{trace}");
         }
+        let info = capped("info").to_string();
+        assert!(
+            !info.contains("aws_smithy"),
+            "info must not raise the SDK to debug: {info}"
+        );
     }
 
     #[test]

@@ -107,15 +107,14 @@ impl Classify for AwsError {
     }
 }
 
-pub(crate) fn call_error<E, R>(
+pub(crate) fn call_error<E>(
     service: &'static str,
     op: &'static str,
     region: &str,
-    err: SdkError<E, R>,
+    err: SdkError<E, aws_smithy_runtime_api::http::Response>,
 ) -> AwsError
 where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
-    R: std::fmt::Debug + Send + Sync + 'static,
 {
     let code = match &err {
         SdkError::ServiceError(se) => se.err().code().unwrap_or("unknown").to_owned(),

@@ -119,10 +119,13 @@ impl Store {
     }
 }
 
-pub(crate) fn call_error<E, R>(op: &'static str, key: &str, err: SdkError<E, R>) -> StoreError
+pub(crate) fn call_error<E>(
+    op: &'static str,
+    key: &str,
+    err: SdkError<E, aws_smithy_runtime_api::http::Response>,
+) -> StoreError
 where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
-    R: std::fmt::Debug + Send + Sync + 'static,
 {
     StoreError::Call {
         op,

@@ -1,0 +1,60 @@
+//! Parse the status-change event, run the audit, report what it did.
+
+use aws_lambda_events::eventbridge::EventBridgeEvent;
+use chrono::Utc;
+use handover::aws::Aws;
+use handover::config::required;
+use handover::error::{ErrorName, FunctionError, parse_event};
+use handover::report::audit::{AuditDeps, AuditOutcome, ExecutionStatusChange, audit};
+use handover::report::sources::SfnHistory;
+use handover::slack::api::SlackApi;
+use handover::slack::secrets::SecretsManager;
+use handover::store::Store;
+use std::sync::Arc;
+
+/// The event's `detail-type`.
+pub const DETAIL_TYPE: &str = "Step Functions Execution Status Change";
+
+/// Built once per container.
+pub struct Deps {
+    audit: AuditDeps,
+    region: String,
+}
+
+impl Deps {
+    /// From `AWS_REGION`, `TABLE_NAME` and `SLACK_API_BASE` (optional).
+    pub async fn from_env() -> Result<Self, FunctionError> {
+        let aws = Arc::new(Aws::new());
+        let region = required("AWS_REGION")?;
+        let slack = SlackApi::from_env()
+            .map_err(|e| FunctionError::new(ErrorName::Fatal, handover::error::chain(&e)))?;
+        Ok(Deps {
+            audit: AuditDeps {
+                store: Store::new(aws.dynamodb(&region).await, required("TABLE_NAME")?),
+                slack: Some((slack, SecretsManager::new(aws.clone(), region.clone()))),
+                aws,
+            },
+            region,
+        })
+    }
+}
+
+/// One status change. Anything but a Step Functions status-change event is
+/// `Handover.InvalidInput`; a non-terminal status is skipped.
+pub async fn handler(event: serde_json::Value, deps: &Deps) -> Result<AuditOutcome, FunctionError> {
+    let event: EventBridgeEvent<ExecutionStatusChange> =
+        parse_event("execution status change event", event)?;
+    if event.source != "aws.states" || event.detail_type != DETAIL_TYPE {
+        return Err(FunctionError::invalid_input(format!(
+            "expected source aws.states, detail-type {DETAIL_TYPE:?}; got source {:?}, detail-type {:?}",
+            event.source, event.detail_type
+        )));
+    }
+    let region = event.detail.region().unwrap_or(&deps.region).to_owned();
+    let history = SfnHistory::new(&deps.audit.aws, &region).await;
+    let (outcome, _report) = audit(&deps.audit, &history, &event.detail, Utc::now()).await?;
+    Ok(outcome)
+}
+
+#[cfg(test)]
+mod tests;

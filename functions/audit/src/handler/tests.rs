@@ -1,0 +1,425 @@
+//! The audit against moto: a real execution (a Pass chain that writes the
+//! step outputs, so GetExecutionHistory returns moto's own event shapes),
+//! RDS, S3, DynamoDB, Secrets Manager, and the Slack stand-in.
+
+use super::*;
+use chrono::{DateTime, Duration, SubsecRound};
+use handover::plan::Plan;
+use handover::report::Report;
+use handover::slack::api::RetryPolicy;
+use handover::slack::stand_in::SlackStandIn;
+use handover::store::lock::{AcquireOutcome, ReleaseOutcome};
+use handover_testkit::world::{provision_databases, unique_plan};
+use handover_testkit::{TEST_REGION, aws, fresh_store, unique};
+use serde_json::{Value, json};
+
+const SUCCEEDED: &str = include_str!("../../events/succeeded.json");
+const RUNNING: &str = include_str!("../../events/running.json");
+
+struct World {
+    deps: Deps,
+    plan: Plan,
+    incident: String,
+    t0: DateTime<Utc>,
+    slack: SlackStandIn,
+}
+
+fn iso(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+async fn world() -> World {
+    let aws = Arc::new(aws());
+    let mut plan = unique_plan();
+    plan.report.bucket = unique("reports").to_lowercase();
+    aws.s3(TEST_REGION)
+        .await
+        .create_bucket()
+        .bucket(&plan.report.bucket)
+        .create_bucket_configuration(
+            aws_sdk_s3::types::CreateBucketConfiguration::builder()
+                .location_constraint(aws_sdk_s3::types::BucketLocationConstraint::ApNortheast1)
+                .build(),
+        )
+        .send()
+        .await
+        .expect("create bucket");
+    let token = aws
+        .secrets(TEST_REGION)
+        .await
+        .create_secret()
+        .name(unique("slack-bot-token"))
+        .secret_string("xoxb-test-token")
+        .send()
+        .await
+        .expect("create token secret");
+    plan.slack.bot_token_secret_arn = token.arn.expect("secret arn");
+    plan.regions.standby.db_secret_arn = None;
+    plan.canary = handover::plan::Canary::Http {
+        url: "https://s.shop.example.com/write".into(),
+    };
+    provision_databases(&aws, &plan).await;
+    aws.rds(&plan.regions.standby.region)
+        .await
+        .promote_read_replica()
+        .db_instance_identifier(&plan.regions.standby.db_instance_id)
+        .send()
+        .await
+        .expect("promote S in moto");
+    let store = fresh_store(&aws).await;
+    // Whole seconds: the execution input carries T0 at second precision.
+    let t0 = (Utc::now() - Duration::minutes(6)).trunc_subsecs(0);
+    let incident = unique("shop-incident");
+    store
+        .record_tick(&plan.regions.primary.region, t0, true, "{}".into())
+        .await
+        .expect("probe tick");
+    let acquired = store
+        .acquire_lock(&incident, &incident, Utc::now(), Duration::hours(2))
+        .await
+        .expect("lock");
+    assert!(matches!(acquired, AcquireOutcome::Acquired { .. }));
+    let slack = SlackStandIn::start().await.expect("slack stand-in");
+    let api = SlackApi::new(slack.api_base(), RetryPolicy::default()).expect("slack client");
+    let deps = Deps {
+        audit: AuditDeps {
+            store,
+            slack: Some((api, SecretsManager::new(aws.clone(), TEST_REGION))),
+            aws,
+        },
+        region: TEST_REGION.into(),
+    };
+    World {
+        deps,
+        plan,
+        incident,
+        t0,
+        slack,
+    }
+}
+
+/// A state machine of Pass states that add the step outputs a real run would.
+fn definition(w: &World, fail: bool) -> String {
+    let t = |s: i64| iso(w.t0 + Duration::seconds(s));
+    let mut states = serde_json::Map::new();
+    let mut add = |name: &str, key: &str, result: Value, next: &str| {
+        states.insert(
+            name.into(),
+            json!({"Type": "Pass", "Result": result, "ResultPath": format!("$.{key}"), "Next": next}),
+        );
+    };
+    add(
+        "Diagnose",
+        "diagnosis",
+        json!({
+        "observed_at": t(130), "evidence": [], "hypotheses": [{"id": "regional_outage", "title": "Regional outage in P",
+        "evidence_for": ["P's own endpoint does not answer 2xx"], "evidence_against": [], "standing": "possible"}],
+        "risk": "low", "risk_rule": "r", "rpo_estimate_s": 4.0, "rpo_target_s": 60, "rpo_over_target": false,
+        "action": "fail_over", "reasons": [], "summary": "P is down"}),
+        "RequestApproval",
+    );
+    add(
+        "RequestApproval",
+        "approval",
+        json!({"decision": "approve", "approver_id": "U0ONCALL01",
+        "approver_name": "Primary on-call", "decided_at": t(200), "requested_at": t(135),
+        "data_loss_acknowledged": false}),
+        "Promote",
+    );
+    add(
+        "Promote",
+        "promotion",
+        json!({"status": "promoted", "rpo_s": 4.0, "lag_sampled_at": t(205),
+        "promote_started_at": t(206), "promoted_at": t(270), "duration_s": 64.0, "epoch": 2, "polls": 2,
+        "db_status": "available"}),
+        if fail { "Failed" } else { "Switch" },
+    );
+    add(
+        "Switch",
+        "switch",
+        json!({"mode": "record_upsert", "switched_at": t(272), "changes": []}),
+        "Verify",
+    );
+    let check = |at: i64| json!({"ok": true, "attempts": 1, "first_success_at": t(at), "last_error": null, "detail": "ok"});
+    add(
+        "Verify",
+        "verify",
+        json!({"dns": check(275), "read": check(276), "write": check(280), "started_at": t(273)}),
+        "Done",
+    );
+    states.insert("Done".into(), json!({"Type": "Succeed"}));
+    states.insert(
+        "Failed".into(),
+        json!({"Type": "Fail", "Error": "Handover.VerifyFailed", "Cause": "write canary: connection refused"}),
+    );
+    json!({"StartAt": "Diagnose", "States": states}).to_string()
+}
+
+async fn run(w: &World, fail: bool) -> String {
+    let sfn = w.deps.audit.aws.sfn(TEST_REGION).await;
+    let machine = sfn
+        .create_state_machine()
+        .name(unique("handover-audit"))
+        .definition(definition(w, fail))
+        .role_arn("arn:aws:iam::123456789012:role/handover-states")
+        .send()
+        .await
+        .expect("create state machine")
+        .state_machine_arn;
+    let input = json!({
+        "incident_id": w.incident, "drill": true, "t0": iso(w.t0), "detected_at": iso(w.t0 + Duration::seconds(120)),
+        "primary": {"region": w.plan.regions.primary.region, "db_instance_id": w.plan.regions.primary.db_instance_id, "epoch": 1},
+        "standby": {"region": w.plan.regions.standby.region, "db_instance_id": w.plan.regions.standby.db_instance_id},
+        "evidence": [], "plan": w.plan,
+    });
+    let arn = sfn
+        .start_execution()
+        .state_machine_arn(machine)
+        .name(&w.incident)
+        .input(input.to_string())
+        .send()
+        .await
+        .expect("start execution")
+        .execution_arn;
+    for _ in 0..100 {
+        let d = sfn
+            .describe_execution()
+            .execution_arn(&arn)
+            .send()
+            .await
+            .expect("describe");
+        if d.status().as_str() != "RUNNING" {
+            return arn;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("execution {arn} did not finish");
+}
+
+fn event(arn: &str, name: &str, status: &str) -> Value {
+    let mut e: Value = serde_json::from_str(SUCCEEDED).unwrap();
+    e["detail"]["executionArn"] = json!(arn);
+    e["detail"]["name"] = json!(name);
+    e["detail"]["status"] = json!(status);
+    e
+}
+
+async fn stored_report(w: &World) -> Report {
+    let key = format!("{}{}/report.json", w.plan.report.prefix, w.incident);
+    let obj = w
+        .deps
+        .audit
+        .aws
+        .s3(TEST_REGION)
+        .await
+        .get_object()
+        .bucket(&w.plan.report.bucket)
+        .key(key)
+        .send()
+        .await
+        .expect("report.json stored");
+    let bytes = obj.body.collect().await.expect("body").into_bytes();
+    serde_json::from_slice(&bytes).expect("report.json is a report")
+}
+
+#[tokio::test]
+async fn a_succeeded_run_is_reported_to_s3_the_lock_released_and_the_probe_reset() {
+    let w = world().await;
+    let arn = run(&w, false).await;
+    let out = handler(event(&arn, &w.incident, "SUCCEEDED"), &w.deps)
+        .await
+        .unwrap();
+    let AuditOutcome::Audited {
+        files,
+        lock,
+        probe_reset,
+        slack,
+        ..
+    } = out
+    else {
+        panic!("{out:?}")
+    };
+    assert_eq!(files.len(), 3, "{files:?}");
+    for name in ["report.json", "report.md", "report.html"] {
+        assert!(
+            files
+                .iter()
+                .any(|f| f.ends_with(&format!("/{}/{name}", w.incident))),
+            "{files:?}"
+        );
+    }
+    let ReleaseOutcome::Released { cooldown_until } = lock else {
+        panic!("{lock:?}")
+    };
+    let cooldown = (cooldown_until - Utc::now()).num_seconds();
+    assert!(
+        (w.plan.timings.cooldown_s as i64 - cooldown).abs() < 60,
+        "cooldown {cooldown}"
+    );
+    assert!(probe_reset);
+    let state = w.deps.audit.store.lock_state().await.unwrap().unwrap();
+    assert_eq!(state.holder, None);
+    assert_eq!(state.last_incident.as_deref(), Some(w.incident.as_str()));
+    assert_eq!(
+        w.deps
+            .audit
+            .store
+            .probe_run(&w.plan.regions.primary.region)
+            .await
+            .unwrap()
+            .t0,
+        None
+    );
+
+    // The report read moto's history in full.
+    let r = stored_report(&w).await;
+    assert_eq!(r.summary.outcome, handover::report::Outcome::Succeeded);
+    let names: Vec<&str> = r.states.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "Diagnose",
+            "RequestApproval",
+            "Promote",
+            "Switch",
+            "Verify",
+            "Done"
+        ]
+    );
+    assert_eq!(r.numbers.read_rto.value_s, Some(276.0));
+    assert_eq!(r.numbers.write_rto.value_s, Some(280.0));
+    assert_eq!(r.numbers.rpo.value_s, Some(4.0));
+    assert_eq!(
+        r.summary.approved_by.as_deref(),
+        Some("Primary on-call (U0ONCALL01)")
+    );
+    // P was not fenced in this world: the post-check says split-brain.
+    let severity = |check: &str| {
+        r.findings
+            .iter()
+            .find(|f| f.check == check)
+            .map(|f| f.severity)
+    };
+    assert_eq!(
+        severity("split_brain"),
+        Some(handover::report::Severity::Critical),
+        "{:?}",
+        r.findings
+    );
+    assert_eq!(
+        severity("replication"),
+        Some(handover::report::Severity::Ok),
+        "{:?}",
+        r.findings
+    );
+
+    assert!(
+        slack.as_deref().is_some_and(|s| s.starts_with("posted")),
+        "{slack:?}"
+    );
+    let msgs = w.slack.messages();
+    assert_eq!(msgs.len(), 1);
+    assert_eq!(msgs[0].body["channel"], json!(w.plan.slack.channel));
+    assert!(msgs[0].body["blocks"].to_string().contains("Read RTO"));
+    assert_eq!(
+        msgs[0].authorization.as_deref(),
+        Some("Bearer xoxb-test-token")
+    );
+}
+
+#[tokio::test]
+async fn a_failed_run_says_where_it_stopped_and_still_releases_the_lock() {
+    let w = world().await;
+    let arn = run(&w, true).await;
+    let out = handler(event(&arn, &w.incident, "FAILED"), &w.deps)
+        .await
+        .unwrap();
+    let AuditOutcome::Audited { lock, .. } = out else {
+        panic!("{out:?}")
+    };
+    assert!(matches!(lock, ReleaseOutcome::Released { .. }));
+    let r = stored_report(&w).await;
+    assert_eq!(r.summary.outcome, handover::report::Outcome::Failed);
+    let stop = r.stopped.expect("stop point");
+    assert_eq!(stop.error.as_deref(), Some("Handover.VerifyFailed"));
+    assert_eq!(
+        stop.cause.as_deref(),
+        Some("write canary: connection refused")
+    );
+    assert_eq!(r.numbers.write_rto.value_s, None);
+}
+
+#[tokio::test]
+async fn a_lock_held_by_another_incident_is_left_alone() {
+    let w = world().await;
+    let arn = run(&w, false).await;
+    let other = unique("other-incident");
+    let mut e = event(&arn, &w.incident, "SUCCEEDED");
+    // The run's own input names w.incident; make another incident hold the lock.
+    w.deps
+        .audit
+        .store
+        .release_lock(&w.incident, Utc::now(), Duration::zero())
+        .await
+        .unwrap();
+    w.deps
+        .audit
+        .store
+        .acquire_lock(&other, &other, Utc::now(), Duration::hours(1))
+        .await
+        .unwrap();
+    e["detail"]["status"] = json!("ABORTED");
+    let out = handler(e, &w.deps).await.unwrap();
+    let AuditOutcome::Audited { lock, files, .. } = out else {
+        panic!("{out:?}")
+    };
+    assert_eq!(
+        lock,
+        ReleaseOutcome::NotHolder {
+            holder: Some(other.clone())
+        }
+    );
+    assert_eq!(files.len(), 3, "the report is written anyway");
+    let state = w.deps.audit.store.lock_state().await.unwrap().unwrap();
+    assert_eq!(state.holder.as_deref(), Some(other.as_str()));
+}
+
+#[tokio::test]
+async fn a_running_status_is_skipped_and_bad_events_are_invalid_input() {
+    let w = world().await;
+    let out = handler(serde_json::from_str(RUNNING).unwrap(), &w.deps)
+        .await
+        .unwrap();
+    assert_eq!(
+        out,
+        AuditOutcome::Skipped {
+            status: "RUNNING".into()
+        }
+    );
+    let mut scheduled = event("arn", "x", "SUCCEEDED");
+    scheduled["source"] = json!("aws.events");
+    scheduled["detail-type"] = json!("Scheduled Event");
+    for bad in [
+        json!({}),
+        json!("x"),
+        scheduled,
+        json!({"source": "aws.states",
+        "detail-type": DETAIL_TYPE, "detail": {"status": "FAILED"}}),
+    ] {
+        let err = handler(bad.clone(), &w.deps).await.unwrap_err();
+        assert_eq!(err.name, ErrorName::InvalidInput, "{bad}");
+    }
+    assert!(w.slack.messages().is_empty());
+    assert!(
+        w.deps
+            .audit
+            .store
+            .lock_state()
+            .await
+            .unwrap()
+            .unwrap()
+            .holder
+            .is_some(),
+        "nothing released"
+    );
+}

@@ -1,0 +1,272 @@
+//! The audit step: on every terminal status of a Handover execution, read
+//! the history, run the post-checks, build and store the report, emit the
+//! metrics, release the lock (with the cooldown) and reset P's probe run.
+//!
+//! The lock is released even when the report cannot be stored: the error is
+//! returned afterwards, so EventBridge's retry rewrites the report and finds
+//! the lock already released (`not_holder`), which is harmless.
+
+use super::build::{build, execution_input};
+use super::model::Report;
+use super::output::{emf_lines, files};
+use super::postcheck::{RunContext, evaluate};
+use super::render;
+use super::sources::{
+    CheckSources, ExecutionHistory, PAGE_SIZE, ReportStore, S3Reports, SecretsManagerUsernames,
+    SsmParameters, fold_history, observe,
+};
+use super::{ReportError, numbers};
+use crate::adapters::{AwsError, Rds};
+use crate::aws::Aws;
+use crate::error::{Classify, ErrorName};
+use crate::slack::api::SlackApi;
+use crate::slack::secrets::{SecretReader, SecretsManager};
+use crate::store::lock::ReleaseOutcome;
+use crate::store::{Store, StoreError};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use tracing::{info, warn};
+
+/// `detail` of an EventBridge "Step Functions Execution Status Change" event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecutionStatusChange {
+    /// Execution ARN.
+    pub execution_arn: String,
+    /// State machine ARN.
+    pub state_machine_arn: String,
+    /// Execution name (the incident id).
+    pub name: String,
+    /// `RUNNING`, `SUCCEEDED`, `FAILED`, `TIMED_OUT`, `ABORTED`, …
+    pub status: String,
+    /// Start, epoch milliseconds.
+    #[serde(default)]
+    pub start_date: Option<i64>,
+    /// Stop, epoch milliseconds.
+    #[serde(default)]
+    pub stop_date: Option<i64>,
+    /// Error of a failed run.
+    #[serde(default)]
+    pub error: Option<String>,
+    /// Cause of a failed run.
+    #[serde(default)]
+    pub cause: Option<String>,
+}
+
+impl ExecutionStatusChange {
+    /// Is the status terminal?
+    pub fn is_terminal(&self) -> bool {
+        matches!(
+            self.status.as_str(),
+            "SUCCEEDED" | "FAILED" | "TIMED_OUT" | "ABORTED"
+        )
+    }
+
+    /// The Region in the execution ARN (`arn:aws:states:<region>:…`).
+    pub fn region(&self) -> Option<&str> {
+        self.execution_arn
+            .split(':')
+            .nth(3)
+            .filter(|r| !r.is_empty())
+    }
+}
+
+/// The audit failed.
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    /// An AWS call failed.
+    #[error(transparent)]
+    Aws(#[from] AwsError),
+    /// The report could not be built.
+    #[error(transparent)]
+    Report(#[from] ReportError),
+    /// The state store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl Classify for AuditError {
+    fn error_name(&self) -> ErrorName {
+        match self {
+            AuditError::Aws(e) => e.error_name(),
+            AuditError::Report(e) => e.error_name(),
+            AuditError::Store(e) => e.error_name(),
+        }
+    }
+}
+
+/// What an audit did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum AuditOutcome {
+    /// Not a terminal status: nothing to do.
+    Skipped {
+        /// The status seen.
+        status: String,
+    },
+    /// Report written, lock released.
+    Audited {
+        /// Incident.
+        incident_id: String,
+        /// Terminal status.
+        status: String,
+        /// `s3://bucket/key` of the three files.
+        files: Vec<String>,
+        /// The lock release.
+        lock: ReleaseOutcome,
+        /// Was P's probe run reset?
+        probe_reset: bool,
+        /// Findings of severity warning or above.
+        findings_to_act_on: usize,
+        /// The Slack summary: `posted <ts>`, `not posted: <why>`, or absent when not configured.
+        slack: Option<String>,
+    },
+}
+
+/// What the audit needs, built once per container.
+#[derive(Debug)]
+pub struct AuditDeps {
+    /// SDK clients per Region.
+    pub aws: Arc<Aws>,
+    /// The state store.
+    pub store: Store,
+    /// Slack Web API and the bot token's reader, for the summary (`None`: no summary).
+    pub slack: Option<(SlackApi, SecretsManager)>,
+}
+
+/// Post the summary; a failure is logged and reported, never fatal.
+async fn post_summary(
+    deps: &AuditDeps,
+    plan: &crate::plan::Plan,
+    report: &Report,
+    location: &str,
+) -> Option<String> {
+    let (api, secrets) = deps.slack.as_ref()?;
+    let (text, blocks) = render::slack_summary(report, location);
+    let result = async {
+        let token = secrets
+            .read(&plan.slack.bot_token_secret_arn)
+            .await
+            .map_err(|e| crate::error::chain(&e))?;
+        api.post_message(&token, &plan.slack.channel, &text, &blocks)
+            .await
+            .map_err(|e| crate::error::chain(&e))
+    }
+    .await;
+    Some(match result {
+        Ok(posted) => format!("posted {}", posted.ts),
+        Err(e) => {
+            warn!(error = %e, "Slack summary not posted");
+            format!("not posted: {e}")
+        }
+    })
+}
+
+/// Run the audit for one status change. `now` stamps the report and the release.
+pub async fn audit<H: ExecutionHistory>(
+    deps: &AuditDeps,
+    history: &H,
+    event: &ExecutionStatusChange,
+    now: DateTime<Utc>,
+) -> Result<(AuditOutcome, Option<Report>), AuditError> {
+    if !event.is_terminal() {
+        info!(status = %event.status, execution = %event.execution_arn, "not a terminal status; nothing to audit");
+        return Ok((
+            AuditOutcome::Skipped {
+                status: event.status.clone(),
+            },
+            None,
+        ));
+    }
+    let facts = fold_history(history, &event.execution_arn, PAGE_SIZE).await?;
+    let input = execution_input(&facts)?;
+    let plan = &input.plan;
+    let mut warnings = Vec::new();
+    let steps = super::build::steps(&facts, &mut warnings);
+    let run = RunContext {
+        promoted: steps.promoted_at().is_some(),
+        promote_started_at: steps.promotion.as_ref().map(|p| p.promote_started_at),
+    };
+    let (p_rds, s_rds) = (
+        Rds::new(&deps.aws, &plan.regions.primary.region).await,
+        Rds::new(&deps.aws, &plan.regions.standby.region).await,
+    );
+    let parameters = SsmParameters::new(&deps.aws, &plan.regions.standby.region).await;
+    let secrets = SecretsManagerUsernames::new(&deps.aws, &plan.regions.standby.region);
+    let sources = CheckSources {
+        p_rds: &p_rds,
+        s_rds: &s_rds,
+        parameters: &parameters,
+        secrets: &secrets,
+    };
+    let observed = observe(plan, run, &sources).await;
+    let checks = evaluate(plan, run, &observed);
+    let report = build(&event.execution_arn, &facts, &checks, now)?;
+
+    let s3 = S3Reports::new(&deps.aws, &plan.regions.standby.region).await;
+    let prefix = format!("{}{}/", plan.report.prefix, input.incident_id);
+    let mut written = Vec::new();
+    let mut put_error = None;
+    for (name, content_type, body) in files(&report) {
+        let key = format!("{prefix}{name}");
+        match s3
+            .put(&plan.report.bucket, &key, body.into_bytes(), content_type)
+            .await
+        {
+            Ok(()) => written.push(format!("s3://{}/{key}", plan.report.bucket)),
+            Err(e) => {
+                warn!(key = %key, error = %crate::error::chain(&e), "report file not stored");
+                put_error.get_or_insert(e);
+            }
+        }
+    }
+    for line in emf_lines(&report, now.timestamp_millis()) {
+        println!("{line}");
+    }
+    let cooldown = chrono::Duration::seconds(
+        i64::try_from(plan.timings.cooldown_s).unwrap_or(i64::MAX / 1000),
+    );
+    let location = format!("s3://{}/{prefix}report.html", plan.report.bucket);
+    let slack = post_summary(deps, plan, &report, &location).await;
+    let lock = deps
+        .store
+        .release_lock(&input.incident_id, now, cooldown)
+        .await?;
+    let probe_reset = deps
+        .store
+        .reset_probe(&input.primary.region, input.t0)
+        .await?;
+    let m = &report.numbers;
+    info!(
+        incident = %input.incident_id,
+        status = %event.status,
+        read_rto_s = m.read_rto.value_s,
+        write_rto_s = m.write_rto.value_s,
+        rpo_s = m.rpo.value_s,
+        write_rto = %m.write_rto.value_s.map_or("—".into(), numbers::clock),
+        lock = ?lock,
+        probe_reset,
+        "audit done"
+    );
+    if let Some(e) = put_error {
+        return Err(e.into());
+    }
+    let findings_to_act_on = report
+        .findings
+        .iter()
+        .filter(|f| f.severity >= super::model::Severity::Warning)
+        .count();
+    Ok((
+        AuditOutcome::Audited {
+            incident_id: input.incident_id.clone(),
+            status: event.status.clone(),
+            files: written,
+            lock,
+            probe_reset,
+            findings_to_act_on,
+            slack,
+        },
+        Some(report),
+    ))
+}

@@ -1,0 +1,304 @@
+//! The four numbers, the further durations and the milestones.
+//!
+//! Pure functions of the execution input, the typed step outputs, the
+//! history facts, the first backup time (post-check) and "now".
+
+use super::facts::{RunFacts, seconds};
+use super::model::{Measure, Numbers, Span, Status};
+use crate::execution::{
+    ApprovalResult, Diagnosis, ExecutionInput, FenceResult, PromotionResult, PromotionStatus,
+    SwitchResult, VerifyResult,
+};
+use chrono::{DateTime, Utc};
+
+/// The step outputs, typed (each `None` when the step did not run or its output was unreadable).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Steps {
+    /// `$.diagnosis`.
+    pub diagnosis: Option<Diagnosis>,
+    /// `$.approval`.
+    pub approval: Option<ApprovalResult>,
+    /// `$.recheck`.
+    pub recheck: Option<Diagnosis>,
+    /// `$.fence`.
+    pub fence: Option<FenceResult>,
+    /// `$.promotion` (the last poll).
+    pub promotion: Option<PromotionResult>,
+    /// `$.switch`.
+    pub switch: Option<SwitchResult>,
+    /// `$.verify`.
+    pub verify: Option<VerifyResult>,
+}
+
+impl Steps {
+    /// When promotion was seen complete.
+    pub fn promoted_at(&self) -> Option<DateTime<Utc>> {
+        self.promotion
+            .as_ref()
+            .filter(|p| p.status == PromotionStatus::Promoted)
+            .and_then(|p| p.promoted_at)
+    }
+    /// First 200 from S.
+    pub fn first_read(&self) -> Option<DateTime<Utc>> {
+        self.verify.as_ref().and_then(|v| v.read.first_success_at)
+    }
+    /// First successful write.
+    pub fn first_write(&self) -> Option<DateTime<Utc>> {
+        self.verify.as_ref().and_then(|v| v.write.first_success_at)
+    }
+    /// When traffic was on S: the switch, or the first read from S if that
+    /// came earlier (Route 53 health-check failover moves reads by itself).
+    pub fn traffic_on_s(&self) -> Option<(DateTime<Utc>, &'static str)> {
+        let switched = self.switch.as_ref().map(|s| s.switched_at);
+        match (switched, self.first_read()) {
+            (Some(s), Some(r)) if r < s => Some((r, "$.verify.read.first_success_at")),
+            (Some(s), _) => Some((s, "$.switch.switched_at")),
+            (None, Some(r)) => Some((r, "$.verify.read.first_success_at")),
+            (None, None) => None,
+        }
+    }
+}
+
+/// Inputs of the computations.
+pub struct Basis<'a> {
+    /// The execution input.
+    pub input: &'a ExecutionInput,
+    /// Typed step outputs.
+    pub steps: &'a Steps,
+    /// History facts.
+    pub facts: &'a RunFacts,
+    /// First completed backup of the new primary (post-check), with its source.
+    pub backup: Option<(DateTime<Utc>, String)>,
+    /// Report time.
+    pub now: DateTime<Utc>,
+}
+
+/// `m:ss` (or `h:mm:ss`), negative with a sign.
+pub fn clock(s: f64) -> String {
+    let sign = if s < 0.0 { "-" } else { "" };
+    let total = s.abs().round() as i64;
+    let (h, m, sec) = (total / 3600, (total % 3600) / 60, total % 60);
+    if h > 0 {
+        format!("{sign}{h}:{m:02}:{sec:02}")
+    } else {
+        format!("{sign}{m}:{sec:02}")
+    }
+}
+
+fn rto(
+    b: &Basis<'_>,
+    key: &str,
+    label: &str,
+    to: Option<DateTime<Utc>>,
+    source: &str,
+    pending_note: &str,
+) -> Measure {
+    let t0 = b.input.t0;
+    let target = b.input.plan.targets.rto_s;
+    let value = to.map(|t| seconds(t0, t));
+    let ended = b.facts.terminal.is_some();
+    let status = match value {
+        Some(v) if v <= target as f64 => Status::Pass,
+        Some(_) => Status::Miss,
+        None if seconds(t0, b.now) > target as f64 => Status::Miss,
+        None => Status::Pending,
+    };
+    let how = match (value, ended) {
+        (Some(v), _) => format!("T0 {} → {source} {} = {}", hms(t0), hms_opt(to), clock(v)),
+        (None, _) if status == Status::Miss => format!(
+            "not reached ({pending_note}); {} since T0 already exceeds the target",
+            clock(seconds(t0, b.now))
+        ),
+        (None, true) => format!("not reached yet ({pending_note}; the run ended without it)"),
+        (None, false) => format!("not reached yet ({pending_note})"),
+    };
+    Measure {
+        key: key.into(),
+        label: label.into(),
+        value_s: value,
+        target_s: target,
+        status,
+        how,
+        from_at: Some(t0),
+        to_at: to,
+    }
+}
+
+pub(crate) fn hms(t: DateTime<Utc>) -> String {
+    t.format("%H:%M:%S").to_string()
+}
+
+fn hms_opt(t: Option<DateTime<Utc>>) -> String {
+    t.map_or_else(|| "?".into(), hms)
+}
+
+/// The four numbers.
+pub fn numbers(b: &Basis<'_>) -> Numbers {
+    let s = b.steps;
+    let backup_source = b
+        .backup
+        .as_ref()
+        .map_or("post-check", |(_, src)| src.as_str());
+    let read_rto = rto(
+        b,
+        "read_rto",
+        "Read RTO",
+        s.first_read(),
+        "$.verify.read.first_success_at",
+        "no 200 from S recorded",
+    );
+    let write_rto = rto(
+        b,
+        "write_rto",
+        "Write RTO",
+        s.first_write(),
+        "$.verify.write.first_success_at",
+        "no successful write recorded",
+    );
+    let mut conservative_rto = rto(
+        b,
+        "conservative_rto",
+        "Conservative RTO",
+        b.backup.as_ref().map(|(t, _)| *t),
+        backup_source,
+        "no completed backup of the new primary yet",
+    );
+    if b.backup.is_none() && s.promoted_at().is_none() {
+        conservative_rto.status = Status::NotApplicable;
+        conservative_rto.how = "nothing was promoted: no new primary to back up".into();
+    }
+    let target = b.input.plan.targets.rpo_s;
+    let rpo = match &s.promotion {
+        Some(p) => {
+            let over = p.rpo_s < 0.0 || p.rpo_s > target as f64;
+            Measure {
+                key: "rpo".into(),
+                label: "RPO".into(),
+                value_s: (p.rpo_s >= 0.0).then_some(p.rpo_s),
+                target_s: target,
+                status: if over { Status::Miss } else { Status::Pass },
+                how: if p.rpo_s < 0.0 {
+                    format!(
+                        "ReplicaLag was -1 at {} (replication stopped): the data lost is unknown and at least the time since replication stopped ($.promotion.rpo_s)",
+                        hms(p.lag_sampled_at)
+                    )
+                } else {
+                    format!(
+                        "ReplicaLag of S's replica sampled at {} just before the promotion call ($.promotion.rpo_s) = {} s",
+                        hms(p.lag_sampled_at),
+                        fmt_num(p.rpo_s)
+                    )
+                },
+                from_at: Some(p.lag_sampled_at),
+                to_at: Some(p.promote_started_at),
+            }
+        }
+        None => Measure {
+            key: "rpo".into(),
+            label: "RPO".into(),
+            value_s: None,
+            target_s: target,
+            status: if b.facts.terminal.is_some() {
+                Status::NotApplicable
+            } else {
+                Status::Pending
+            },
+            how: "no promotion: no data was given up".into(),
+            from_at: None,
+            to_at: None,
+        },
+    };
+    Numbers {
+        read_rto,
+        write_rto,
+        conservative_rto,
+        rpo,
+    }
+}
+
+/// `126` or `126.4`.
+pub fn fmt_num(v: f64) -> String {
+    if v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+fn span(
+    key: &str,
+    label: &str,
+    from: Option<(DateTime<Utc>, &str)>,
+    to: Option<(DateTime<Utc>, &str)>,
+) -> Span {
+    let value_s = match (from, to) {
+        (Some((a, _)), Some((b, _))) => Some(seconds(a, b)),
+        _ => None,
+    };
+    let name = |p: Option<(DateTime<Utc>, &str)>| {
+        p.map_or("?".to_owned(), |(t, s)| format!("{s} {}", hms(t)))
+    };
+    Span {
+        key: key.into(),
+        label: label.into(),
+        value_s,
+        how: format!("{} → {}", name(from), name(to)),
+    }
+}
+
+/// Further durations, in display order.
+pub fn durations(b: &Basis<'_>) -> Vec<Span> {
+    let s = b.steps;
+    let t0 = Some((b.input.t0, "T0"));
+    let started = b.facts.started_at.map(|t| (t, "execution start"));
+    let ended = b.facts.terminal.as_ref().map(|t| (t.at, "execution end"));
+    let requested = s
+        .approval
+        .as_ref()
+        .map(|a| (a.requested_at, "$.approval.requested_at"));
+    let decided = s
+        .approval
+        .as_ref()
+        .map(|a| (a.decided_at, "$.approval.decided_at"));
+    let promote_call = s
+        .promotion
+        .as_ref()
+        .map(|p| (p.promote_started_at, "$.promotion.promote_started_at"));
+    let promoted = s.promoted_at().map(|t| (t, "$.promotion.promoted_at"));
+    let first_write = s
+        .first_write()
+        .map(|t| (t, "$.verify.write.first_success_at"));
+    let mut out = vec![
+        span("detection_delay", "Detection delay", t0, started),
+        span("time_to_ask", "Time to ask", started, requested),
+        span("human_decision", "Human decision", requested, decided),
+        span(
+            "approval_to_promotion",
+            "Approval → promotion call",
+            decided,
+            promote_call,
+        ),
+        span("promotion", "Promotion", promote_call, promoted),
+        span(
+            "write_unavailable",
+            "Write-unavailable window",
+            s.traffic_on_s(),
+            first_write,
+        ),
+    ];
+    let total = span("total", "Total (T0 → end)", t0, ended);
+    let run = match (started, ended) {
+        (Some((a, _)), Some((z, _))) => Some(seconds(a, z)),
+        _ => None,
+    };
+    let external: f64 = [&out[2], &out[4]].iter().filter_map(|x| x.value_s).sum();
+    out.push(Span {
+        key: "automation_overhead".into(),
+        label: "Automation overhead".into(),
+        value_s: run.map(|r| r - external),
+        how: "execution start → end, minus the external waits (human decision and promotion)"
+            .into(),
+    });
+    out.push(total);
+    out
+}
