@@ -480,6 +480,7 @@ impl Drill {
             "execution ended: {status} {}",
             error.as_deref().unwrap_or("")
         ));
+        self.save_history(&execution).await?;
         let summary = self.audit(&execution, &status, error, cause).await?;
         self.after_checks(decision, &summary).await?;
         self.scan_logs(token.as_deref())?;
@@ -662,6 +663,43 @@ async fn sql(port: u16, statement: &str) -> Result<()> {
 }
 
 impl Drill {
+    /// Keep the execution history as the API returned it (`out/history.json`):
+    /// the raw GetExecutionHistory pages, for the report's tests and for people.
+    async fn save_history(&self, execution: &str) -> Result<()> {
+        let mut pages = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let mut body = json!({"executionArn": execution, "maxResults": 1000});
+            if let Some(t) = &token {
+                body["nextToken"] = json!(t);
+            }
+            let scope = format!("Credential=test/20261130/{REGION}/states/aws4_request");
+            let page: Value = reqwest::Client::new()
+                .post(crate::endpoint())
+                .header("content-type", "application/x-amz-json-1.0")
+                .header("x-amz-target", "AWSStepFunctions.GetExecutionHistory")
+                .header(
+                    "authorization",
+                    format!("AWS4-HMAC-SHA256 {scope}, SignedHeaders=host, Signature=0"),
+                )
+                .json(&body)
+                .send()
+                .await?
+                .json()
+                .await?;
+            token = page["nextToken"].as_str().map(str::to_owned);
+            pages.push(page);
+            if token.is_none() {
+                break;
+            }
+        }
+        std::fs::write(
+            self.out.join("history.json"),
+            serde_json::to_string_pretty(&pages)?,
+        )?;
+        Ok(())
+    }
+
     /// Deliver the status-change event to `audit`, fetch the report, summarise.
     async fn audit(
         &self,

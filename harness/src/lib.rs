@@ -85,8 +85,9 @@ pub async fn control(path: &str, body: serde_json::Value) -> serde_json::Value {
         .expect("router control answer")
 }
 
-/// How many times the router saw `action` naming `target` (e.g. an RDS identifier).
-pub async fn count_calls(action: &str, target: &str) -> usize {
+/// Every call the router has seen, as it logged them (service, region,
+/// action, target, caller).
+pub async fn call_log() -> Vec<serde_json::Value> {
     let url = format!("{}/_handover/calls", endpoint());
     let v: serde_json::Value = reqwest::get(url)
         .await
@@ -94,33 +95,16 @@ pub async fn count_calls(action: &str, target: &str) -> usize {
         .json()
         .await
         .expect("json");
-    v.as_array()
-        .into_iter()
-        .flatten()
-        .filter(|c| c["action"] == action && c["target"] == target)
-        .count()
+    v.as_array().cloned().unwrap_or_default()
 }
 
-/// The AWS calls the router has seen: (service, region, action).
-pub async fn calls() -> Vec<(String, String, String)> {
-    let url = format!("{}/_handover/calls", endpoint());
-    let v: serde_json::Value = reqwest::get(url)
+/// How many times the router saw `action` naming `target` (e.g. an RDS identifier).
+pub async fn count_calls(action: &str, target: &str) -> usize {
+    call_log()
         .await
-        .expect("router calls")
-        .json()
-        .await
-        .expect("json");
-    v.as_array()
-        .into_iter()
-        .flatten()
-        .map(|c| {
-            (
-                c["service"].as_str().unwrap_or_default().to_owned(),
-                c["region"].as_str().unwrap_or_default().to_owned(),
-                c["action"].as_str().unwrap_or_default().to_owned(),
-            )
-        })
-        .collect()
+        .iter()
+        .filter(|c| c["action"] == action && c["target"] == target)
+        .count()
 }
 
 /// A state machine in the emulator that only waits (so executions stay

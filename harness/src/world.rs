@@ -90,10 +90,19 @@ pub fn unique_plan() -> Plan {
 /// The execution document of a run started at epoch 1 on `plan`, with the
 /// given step outputs already in place (e.g. `approval`, `fence`).
 pub fn run_state(plan: &Plan, steps: serde_json::Value) -> handover::execution::ExecutionState {
-    use handover::execution::{ExecutionInput, ExecutionState, Side};
+    handover::execution::ExecutionState {
+        input: run_input(plan, &crate::unique("incident")),
+        steps: steps.as_object().cloned().unwrap_or_default(),
+    }
+}
+
+/// The input detect would start a run of `plan` with: P down since three
+/// minutes ago, the primary record at epoch 1.
+pub fn run_input(plan: &Plan, incident: &str) -> handover::execution::ExecutionInput {
+    use handover::execution::{ExecutionInput, Side};
     let now = chrono::Utc::now();
-    let input = ExecutionInput {
-        incident_id: crate::unique("incident"),
+    ExecutionInput {
+        incident_id: incident.to_owned(),
         drill: true,
         t0: now - chrono::Duration::minutes(3),
         detected_at: now,
@@ -109,10 +118,6 @@ pub fn run_state(plan: &Plan, steps: serde_json::Value) -> handover::execution::
         },
         evidence: vec![],
         plan: plan.clone(),
-    };
-    ExecutionState {
-        input,
-        steps: steps.as_object().cloned().unwrap_or_default(),
     }
 }
 

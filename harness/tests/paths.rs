@@ -8,7 +8,6 @@
 
 use chrono::Utc;
 use handover::aws::Aws;
-use handover::execution::{ExecutionInput, Side};
 use handover::plan::{Canary, Plan};
 use handover::slack::message::{ACTION_APPROVE, ACTION_APPROVE_DATA_LOSS, ACTION_REJECT};
 use handover::slack::stand_in::{SlackStandIn, click_body, signed_headers};
@@ -17,7 +16,8 @@ use handover_testkit::app::App;
 use handover_testkit::drill::collect_buttons;
 use handover_testkit::lambdas::{Lambdas, definition};
 use handover_testkit::world::{
-    provision_databases, provision_dns, put_db_secret, put_replica_lag, test_postgres, unique_plan,
+    provision_databases, provision_dns, put_db_secret, put_replica_lag, run_input, test_postgres,
+    unique_plan,
 };
 use handover_testkit::{TEST_REGION, aws, control, unique};
 use serde_json::{Value, json};
@@ -180,25 +180,7 @@ async fn start(w: &World, lag: f64, tweak: impl FnOnce(&mut Plan)) -> Run {
         .unwrap()
         .state_machine_arn;
     let incident = unique("inc");
-    let now = Utc::now();
-    let input = ExecutionInput {
-        incident_id: incident.clone(),
-        drill: true,
-        t0: now - chrono::Duration::minutes(3),
-        detected_at: now,
-        primary: Side {
-            region: plan.regions.primary.region.clone(),
-            db_instance_id: plan.regions.primary.db_instance_id.clone(),
-            epoch: Some(1),
-        },
-        standby: Side {
-            region: plan.regions.standby.region.clone(),
-            db_instance_id: plan.regions.standby.db_instance_id.clone(),
-            epoch: None,
-        },
-        evidence: vec![],
-        plan: plan.clone(),
-    };
+    let input = run_input(&plan, &incident);
     let arn = sfn
         .start_execution()
         .state_machine_arn(sm)

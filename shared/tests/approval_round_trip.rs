@@ -354,8 +354,8 @@ async fn a_wait_for_task_token_run_resumes_on_the_signed_click_with_the_approver
         "{output}"
     );
 
-    let calls = handover_testkit::calls().await;
-    let count = |action: &str| calls.iter().filter(|c| c.2 == action).count();
+    let calls = handover_testkit::call_log().await;
+    let count = |action: &str| calls.iter().filter(|c| c["action"] == action).count();
     assert_eq!(
         count("SendTaskSuccess"),
         1,

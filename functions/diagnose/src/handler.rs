@@ -56,10 +56,10 @@ pub async fn handler(event: serde_json::Value, deps: &Deps) -> Result<Diagnosis,
 #[cfg(test)]
 mod tests {
     use super::*;
-    use handover::execution::{Action, ExecutionInput, RiskLevel, Side};
+    use handover::execution::{Action, RiskLevel};
     use handover::plan::Plan;
     use handover_testkit::app::App;
-    use handover_testkit::world::{provision_databases, put_replica_lag, unique_plan};
+    use handover_testkit::world::{provision_databases, put_replica_lag, run_input, unique_plan};
     use handover_testkit::{aws, control};
     use serde_json::json;
 
@@ -97,25 +97,7 @@ mod tests {
     }
 
     fn input(plan: &Plan) -> serde_json::Value {
-        serde_json::to_value(ExecutionInput {
-            incident_id: "shop-ap-northeast-2-20261130T141155Z".into(),
-            drill: true,
-            t0: Utc::now(),
-            detected_at: Utc::now(),
-            primary: Side {
-                region: plan.regions.primary.region.clone(),
-                db_instance_id: plan.regions.primary.db_instance_id.clone(),
-                epoch: Some(1),
-            },
-            standby: Side {
-                region: plan.regions.standby.region.clone(),
-                db_instance_id: plan.regions.standby.db_instance_id.clone(),
-                epoch: None,
-            },
-            evidence: vec![],
-            plan: plan.clone(),
-        })
-        .unwrap()
+        serde_json::to_value(run_input(plan, "shop-ap-northeast-2-20261130T141155Z")).unwrap()
     }
 
     async fn run(w: &World) -> Diagnosis {

@@ -3,7 +3,6 @@
 use chrono::Utc;
 use handover::adapters::{CloudWatch, Rds};
 use handover::aws::Aws;
-use handover::config::required;
 use handover::error::FunctionError;
 use handover::execution::{PromotionResult, TaskInput};
 use handover::failover::promote::{Promoter, start, status};
@@ -19,10 +18,7 @@ impl Deps {
     /// `TABLE_NAME` and `AWS_REGION`.
     pub async fn from_env() -> Result<Self, FunctionError> {
         let aws = Aws::new();
-        let store = Store::new(
-            aws.dynamodb(&required("AWS_REGION")?).await,
-            required("TABLE_NAME")?,
-        );
+        let store = Store::from_env(&aws).await?;
         Ok(Deps { aws, store })
     }
 }

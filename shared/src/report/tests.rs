@@ -432,3 +432,34 @@ fn findings_of_warning_or_above_become_action_items() {
         .collect();
     assert_eq!(items, [("finding:split_brain", "fence P now")]);
 }
+
+/// A history moto produced for a real run of statemachine.asl.json (saved by
+/// `make drill` as out/drill-*/history.json: approve, SUCCEEDED).
+const MOTO_DRILL: &str = include_str!("../../tests/fixtures/history_moto_drill.json");
+
+#[test]
+fn a_history_moto_produced_for_the_real_state_machine_renders_without_loss() {
+    let events = parse_history_json(MOTO_DRILL).unwrap();
+    let entered = events.iter().filter(|e| e.is_state_entered()).count();
+    let facts = RunFacts::from_events(&events);
+    assert_eq!(facts.event_count, events.len());
+    assert_eq!(facts.states.len(), entered, "every state visit is kept");
+    let r = build(
+        "arn:aws:states:ap-northeast-1:123456789012:execution:handover-drill:x",
+        &facts,
+        &checks(None),
+        Utc::now(),
+    )
+    .unwrap();
+    assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+    assert_eq!(r.states.len(), entered);
+    assert!(r.numbers.read_rto.value_s.is_some());
+    assert!(r.numbers.write_rto.value_s.is_some());
+    assert!(r.numbers.rpo.value_s.is_some());
+    assert!(r.summary.approved_by.is_some());
+    let (md, page) = (markdown(&r), html(&r));
+    for s in &facts.states {
+        assert!(md.contains(&s.name), "{} missing from the Markdown", s.name);
+        assert!(page.contains(&s.name), "{} missing from the HTML", s.name);
+    }
+}

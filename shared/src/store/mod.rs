@@ -88,6 +88,13 @@ impl Store {
         }
     }
 
+    /// The table named by `TABLE_NAME`, in the function's Region (`AWS_REGION`).
+    pub async fn from_env(aws: &crate::aws::Aws) -> Result<Store, crate::config::ConfigError> {
+        let region = crate::config::required("AWS_REGION")?;
+        let table = crate::config::required("TABLE_NAME")?;
+        Ok(Store::new(aws.dynamodb(&region).await, table))
+    }
+
     /// The table name.
     pub fn table(&self) -> &str {
         &self.table
