@@ -154,3 +154,31 @@ pub fn example_plan() -> handover::plan::Plan {
     handover::plan::Plan::from_json(include_str!("../../infra/plan.example.jsonc"))
         .expect("example plan is valid")
 }
+
+/// Wait until `execution` is no longer RUNNING (polling every 100 ms, at most
+/// `limit`) and return its description. Panics when it is still running.
+pub async fn ended_execution(
+    aws: &Aws,
+    region: &str,
+    execution: &str,
+    limit: std::time::Duration,
+) -> aws_sdk_sfn::operation::describe_execution::DescribeExecutionOutput {
+    let sfn = aws.sfn(region).await;
+    let until = std::time::Instant::now() + limit;
+    loop {
+        let d = sfn
+            .describe_execution()
+            .execution_arn(execution)
+            .send()
+            .await
+            .expect("describe execution");
+        if d.status() != &aws_sdk_sfn::types::ExecutionStatus::Running {
+            return d;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "{execution} still running after {limit:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}

@@ -268,55 +268,42 @@ struct Ended {
 }
 
 async fn ended(w: &World, run: &Run) -> Ended {
+    let d =
+        handover_testkit::ended_execution(&w.aws, TEST_REGION, &run.arn, Duration::from_secs(180))
+            .await;
     let sfn = w.aws.sfn(TEST_REGION).await;
-    for _ in 0..900 {
-        let d = sfn
-            .describe_execution()
+    let mut states = Vec::new();
+    let mut token = None;
+    loop {
+        let h = sfn
+            .get_execution_history()
             .execution_arn(&run.arn)
+            .max_results(1000)
+            .set_next_token(token)
             .send()
             .await
             .unwrap();
-        if d.status.as_str() != "RUNNING" {
-            let mut states = Vec::new();
-            let mut token = None;
-            loop {
-                let h = sfn
-                    .get_execution_history()
-                    .execution_arn(&run.arn)
-                    .max_results(1000)
-                    .set_next_token(token)
-                    .send()
-                    .await
-                    .unwrap();
-                for e in h.events() {
-                    if let Some(d) = e.state_entered_event_details() {
-                        states.push(d.name().to_owned());
-                    }
-                }
-                token = h.next_token;
-                if token.is_none() {
-                    break;
-                }
+        for e in h.events() {
+            if let Some(d) = e.state_entered_event_details() {
+                states.push(d.name().to_owned());
             }
-            return Ended {
-                status: d.status.as_str().to_owned(),
-                states,
-                output: d
-                    .output
-                    .as_deref()
-                    .map(|o| serde_json::from_str(o).unwrap())
-                    .unwrap_or(Value::Null),
-                error: d.error,
-                cause: d.cause,
-            };
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        token = h.next_token;
+        if token.is_none() {
+            break;
+        }
     }
-    panic!(
-        "{} did not end within 180 s\n{}",
-        run.incident,
-        w.lambdas.output()
-    );
+    Ended {
+        status: d.status.as_str().to_owned(),
+        states,
+        output: d
+            .output
+            .as_deref()
+            .map(|o| serde_json::from_str(o).unwrap())
+            .unwrap_or(Value::Null),
+        error: d.error,
+        cause: d.cause,
+    }
 }
 
 fn path(e: &Ended) -> String {

@@ -117,23 +117,13 @@ impl Run<'_> {
     }
 
     async fn finished(&self, execution: &str) -> (ExecutionStatus, Value, Option<String>) {
-        let sfn = self.aws.sfn(REGION).await;
-        for _ in 0..300 {
-            let d = sfn
-                .describe_execution()
-                .execution_arn(execution)
-                .send()
-                .await
-                .unwrap();
-            if d.status() != &ExecutionStatus::Running {
-                let out = d
-                    .output()
-                    .map_or(Value::Null, |o| serde_json::from_str(o).unwrap());
-                return (d.status().clone(), out, d.error().map(str::to_owned));
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        panic!("execution still running");
+        let d =
+            handover_testkit::ended_execution(self.aws, REGION, execution, Duration::from_secs(30))
+                .await;
+        let out = d
+            .output()
+            .map_or(Value::Null, |o| serde_json::from_str(o).unwrap());
+        (d.status().clone(), out, d.error().map(str::to_owned))
     }
 
     /// The task token moto put in the Lambda payload (from TaskScheduled).

@@ -198,28 +198,22 @@ impl World {
         &self,
         execution: &str,
     ) -> (ExecutionStatus, Value, Option<String>, Option<String>) {
-        let sfn = self.aws.sfn(TEST_REGION).await;
-        for _ in 0..100 {
-            let d = sfn
-                .describe_execution()
-                .execution_arn(execution)
-                .send()
-                .await
-                .unwrap();
-            if d.status() != &ExecutionStatus::Running {
-                let output = d
-                    .output()
-                    .map_or(Value::Null, |o| serde_json::from_str(o).unwrap());
-                return (
-                    d.status().clone(),
-                    output,
-                    d.error().map(str::to_owned),
-                    d.cause().map(str::to_owned),
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        panic!("execution still running");
+        let d = handover_testkit::ended_execution(
+            &self.aws,
+            TEST_REGION,
+            execution,
+            Duration::from_secs(10),
+        )
+        .await;
+        let output = d
+            .output()
+            .map_or(Value::Null, |o| serde_json::from_str(o).unwrap());
+        (
+            d.status().clone(),
+            output,
+            d.error().map(str::to_owned),
+            d.cause().map(str::to_owned),
+        )
     }
 
     pub async fn status(&self, execution: &str) -> ExecutionStatus {
