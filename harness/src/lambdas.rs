@@ -93,7 +93,16 @@ impl Lambdas {
 
 impl Drop for Lambdas {
     fn drop(&mut self) {
-        // cargo lambda stops the function processes it started when it exits.
+        // SIGTERM: cargo lambda stops the function processes it started.
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        for _ in 0..50 {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
