@@ -18,12 +18,18 @@ One process, two listeners on 127.0.0.1:
     and DynamoDB's conditional writes are atomic;
   - injected faults per service and Region (timeouts, 5xx) so tests can make
     "P's database API is unreachable" true;
+  - a stand-in for Bedrock's Converse API, which moto does not implement
+    (moto's bedrock-runtime has InvokeModel only, answering ``{}``). It answers
+    in Converse's wire shape with the text a test set for that model id, or
+    with a line that says plainly that no model ran. Each request is kept so
+    tests can read the prompt Handover sent;
   - everything else goes to moto unchanged.
 
 Control endpoints (JSON): ``POST /_handover/faults``, ``POST /_handover/health``,
 ``POST /_handover/lambda`` (``{"upstream": "http://127.0.0.1:PORT"}``),
 ``GET /_handover/calls`` (a log of AWS actions seen, for exact-call assertions),
-``POST /_handover/reset``.
+``POST /_handover/model`` (``{"<model id>": {"text": "..."}}``), ``GET /_handover/model``
+(the Converse requests seen, by model id), ``POST /_handover/reset``.
 
 Usage: ``python handover_emulator.py --ready-file PATH [--lambda-upstream URL]``.
 It writes ``{"endpoint": ..., "moto": ...}`` to PATH when both listeners are up
@@ -116,10 +122,13 @@ class World:
         self.lambda_upstream = lambda_upstream
         self.lock = threading.Lock()
         # "service:region" (or "service:*") -> {"mode": "timeout"|"error", "seconds": n,
-        #   "count": n (only the next n calls), "caller": function name (only its calls)}
+        #   "count": n (only the next n calls), "caller": function name (only its calls),
+        #   "target": resource name (only calls naming it, e.g. one DB instance)}
         self.faults: dict[str, dict] = {}
         self.health: dict[str, bool] = {}  # health check id -> healthy?
         self.calls: list[dict] = []
+        self.models: dict[str, dict] = {}  # model id -> {"text": answer}
+        self.converse: dict[str, list] = {}  # model id -> request bodies seen
         # moto's DynamoDB backend is not thread-safe: two concurrent conditional
         # writes can both pass their condition. DynamoDB applies each write to an
         # item atomically, so the router serialises DynamoDB calls to match.
@@ -130,6 +139,8 @@ class World:
             self.faults.clear()
             self.health.clear()
             self.calls.clear()
+            self.models.clear()
+            self.converse.clear()
 
 
 SCOPE = re.compile(r"Credential=[^/]+/\d{8}/([^/]+)/([^/]+)/aws4_request")
@@ -218,13 +229,15 @@ def make_handler(world: World):
             service, region = service_region(self.headers)
             action = action_of(self.headers, path, body)
             caller = caller_of(self.headers)
+            target = target_of(self.headers, body)
             with world.lock:
                 world.calls.append({"service": service, "region": region, "action": action,
-                                    "target": target_of(self.headers, body), "caller": caller,
-                                    "t": time.time()})
+                                    "target": target, "caller": caller, "t": time.time()})
                 key = f"{service}:{region}" if f"{service}:{region}" in world.faults else f"{service}:*"
                 fault = world.faults.get(key)
                 if fault and fault.get("caller") and fault["caller"] != caller:
+                    fault = None
+                if fault and fault.get("target") and fault["target"] != target:
                     fault = None
                 if fault and "count" in fault:
                     # A fault for the next N matching calls only.
@@ -237,7 +250,7 @@ def make_handler(world: World):
                     self.close_connection = True
                     return
                 if fault.get("mode") == "error":
-                    if service in ("dynamodb", "ssm", "states", "secretsmanager", "logs"):
+                    if service in ("dynamodb", "ssm", "states", "secretsmanager", "logs", "bedrock"):
                         return self._send(503, b'{"__type":"ServiceUnavailable","message":"injected fault"}',
                                           {"Content-Type": "application/x-amz-json-1.0"})
                     return self._send(503, b'<ErrorResponse><Error><Type>Receiver</Type><Code>ServiceUnavailable'
@@ -250,6 +263,10 @@ def make_handler(world: World):
                     return self._health_status(m.group(1))
                 if path.startswith("/2013-04-01/testdnsanswer") and method == "GET":
                     return self._test_dns_answer(path)
+            if service == "bedrock":
+                m = re.match(r"^/model/([^/]+)/converse$", path.split("?")[0])
+                if m and method == "POST":
+                    return self._converse(urllib.parse.unquote(m.group(1)), body)
             if service == "dynamodb":
                 with world.dynamodb:
                     return self._proxy(method, path, body)
@@ -347,6 +364,31 @@ def make_handler(world: World):
                     "<Protocol>UDP</Protocol></TestDNSAnswerResponse>")
             self._send(200, body.encode(), {"Content-Type": "text/xml"})
 
+        def _converse(self, model_id: str, body: bytes) -> None:
+            """Converse's answer shape; the text is the test's, or says no model ran."""
+            try:
+                request = json.loads(body)
+            except ValueError:
+                return self._send(400, b'{"message":"request body is not JSON"}',
+                                  {"Content-Type": "application/json",
+                                   "x-amzn-ErrorType": "ValidationException"})
+            with world.lock:
+                world.converse.setdefault(model_id, []).append(request)
+                configured = world.models.get(model_id)
+            if configured and "text" in configured:
+                text = configured["text"]
+            else:
+                text = ("Local Bedrock stand-in: no model ran. The explanation step called Converse "
+                        f"with {len(json.dumps(request))} bytes of diagnosis; in AWS a model's "
+                        "advisory text would appear here.")
+            answer = {
+                "output": {"message": {"role": "assistant", "content": [{"text": text}]}},
+                "stopReason": "end_turn",
+                "usage": {"inputTokens": 0, "outputTokens": 0, "totalTokens": 0},
+                "metrics": {"latencyMs": 0},
+            }
+            self._json(200, answer)
+
         # -- control ----------------------------------------------------------
         def _control(self, method: str, path: str, body: bytes) -> None:
             doc = json.loads(body) if body else {}
@@ -373,6 +415,17 @@ def make_handler(world: World):
                 with world.lock:
                     world.lambda_upstream = doc.get("upstream")
                 return self._json(200, {"upstream": world.lambda_upstream})
+            if path == "/_handover/model" and method == "POST":
+                with world.lock:
+                    for model_id, answer in doc.items():
+                        if answer is None:
+                            world.models.pop(model_id, None)
+                        else:
+                            world.models[model_id] = answer
+                return self._json(200, world.models)
+            if path == "/_handover/model" and method == "GET":
+                with world.lock:
+                    return self._json(200, world.converse)
             if path == "/_handover/reset" and method == "POST":
                 world.reset()
                 return self._json(200, {})

@@ -2,7 +2,10 @@
 
 use crate::app::{App, HANG};
 use crate::lambdas::{Lambdas, definition, workspace_root};
-use crate::world::{provision_databases, provision_dns, put_db_secret, put_replica_lag};
+use crate::world::{
+    deregister_all_targets, provision_databases, provision_dns, provision_target_group,
+    put_db_secret, put_replica_lag,
+};
 use anyhow::{Context, Result, anyhow, bail};
 use chrono::Utc;
 use handover::aws::Aws;
@@ -232,6 +235,9 @@ impl Drill {
         plan.dns.read_url = Some(format!("{}/health", s_app.url));
         provision_dns(&aws, &mut plan, "p-alb.ap-northeast-2.elb.amazonaws.com").await;
         provision_databases(&aws, &plan).await;
+        for site in [&mut plan.regions.primary, &mut plan.regions.standby] {
+            site.target_group_arns = vec![provision_target_group(&aws, &site.region, 2).await];
+        }
         let secrets = aws.secrets(REGION).await;
         let secret = |name: &'static str, value: &'static str| {
             let secrets = secrets.clone();
@@ -446,8 +452,12 @@ impl Drill {
         );
         tokio::time::sleep(Duration::from_millis(1100)).await;
 
-        self.say("BREAK P: its app stops answering and its RDS API times out");
+        self.say("BREAK P: its app stops answering, its load balancer loses every target, and its RDS API times out");
         self.p_app.set_status(HANG);
+        let p = &self.plan.regions.primary;
+        for tg in &p.target_group_arns {
+            deregister_all_targets(&self.aws, &p.region, tg).await;
+        }
         crate::control("faults", json!({ format!("rds:{}", self.plan.regions.primary.region): {"mode": "timeout", "seconds": 3} })).await;
         tokio::time::sleep(Duration::from_millis(1200)).await;
 
@@ -501,6 +511,17 @@ impl Drill {
         };
         let mut buttons = Vec::new();
         collect_buttons(&message.body, &mut buttons);
+        // The plan enables the explanation: the message must carry it (from
+        // the router's Bedrock stand-in), marked advisory, under the evidence.
+        let blocks = message.body["blocks"].to_string();
+        anyhow::ensure!(
+            blocks.contains("*AI explanation* _(advisory"),
+            "the approval message has no AI explanation: {blocks}"
+        );
+        anyhow::ensure!(
+            blocks.contains("DescribeTargetHealth"),
+            "the approval message shows no target-group evidence: {blocks}"
+        );
         self.say(format!(
             "Slack: approval requested in {} ({} buttons)",
             message.body["channel"].as_str().unwrap_or("?"),

@@ -85,6 +85,18 @@ pub async fn control(path: &str, body: serde_json::Value) -> serde_json::Value {
         .expect("router control answer")
 }
 
+/// The Converse requests the router's Bedrock stand-in has seen for `model_id`.
+pub async fn converse_requests(model_id: &str) -> Vec<serde_json::Value> {
+    let url = format!("{}/_handover/model", endpoint());
+    let seen: serde_json::Value = reqwest::get(url)
+        .await
+        .expect("router model log")
+        .json()
+        .await
+        .expect("json");
+    seen[model_id].as_array().cloned().unwrap_or_default()
+}
+
 /// Every call the router has seen, as it logged them (service, region,
 /// action, target, caller).
 pub async fn call_log() -> Vec<serde_json::Value> {

@@ -72,6 +72,76 @@ pub async fn put_replica_lag(
         .expect("put ReplicaLag in moto");
 }
 
+/// A load-balancer target group in `region` with `healthy` registered
+/// targets; returns its ARN. moto reports every registered target healthy,
+/// so "nothing healthy" is a group with no targets, which is also what an
+/// ALB reports once every target has failed and been replaced or drained.
+/// The group has target type `lambda`, the one type moto creates without a
+/// VPC; DescribeTargetHealth answers the same for every type.
+pub async fn provision_target_group(aws: &Aws, region: &str, healthy: usize) -> String {
+    use aws_sdk_elasticloadbalancingv2::types::{TargetDescription, TargetTypeEnum};
+    let elb = aws.elbv2(region).await;
+    // At most 32 characters: letters, digits and hyphens.
+    let name: String = crate::unique("tg")
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .take(32)
+        .collect();
+    let arn = elb
+        .create_target_group()
+        .name(name.trim_end_matches('-'))
+        .target_type(TargetTypeEnum::Lambda)
+        .send()
+        .await
+        .expect("create a target group in moto")
+        .target_groups()
+        .first()
+        .and_then(|g| g.target_group_arn())
+        .expect("target group ARN")
+        .to_owned();
+    if healthy > 0 {
+        let mut register = elb.register_targets().target_group_arn(&arn);
+        for i in 0..healthy {
+            register = register.targets(
+                TargetDescription::builder()
+                    .id(format!(
+                        "arn:aws:lambda:{region}:123456789012:function:app-{i}"
+                    ))
+                    .build(),
+            );
+        }
+        register.send().await.expect("register targets in moto");
+    }
+    arn
+}
+
+/// Deregister every target of a target group: its load balancer then has
+/// no healthy host (how a drill breaks P's app at the load balancer too).
+pub async fn deregister_all_targets(aws: &Aws, region: &str, target_group_arn: &str) {
+    use aws_sdk_elasticloadbalancingv2::types::TargetDescription;
+    let elb = aws.elbv2(region).await;
+    let health = elb
+        .describe_target_health()
+        .target_group_arn(target_group_arn)
+        .send()
+        .await
+        .expect("describe target health in moto");
+    let ids: Vec<TargetDescription> = health
+        .target_health_descriptions()
+        .iter()
+        .filter_map(|d| d.target().and_then(|t| t.id()))
+        .map(|id| TargetDescription::builder().id(id).build())
+        .collect();
+    if !ids.is_empty() {
+        elb.deregister_targets()
+            .target_group_arn(target_group_arn)
+            .set_targets(Some(ids))
+            .send()
+            .await
+            .expect("deregister targets in moto");
+    }
+}
+
 /// A plan with unique database identifiers and health-check ids, so tests
 /// sharing one emulator never collide.
 pub fn unique_plan() -> Plan {
@@ -81,6 +151,10 @@ pub fn unique_plan() -> Plan {
     plan.regions.primary.health_check_id = crate::unique("hc-p");
     plan.regions.standby.health_check_id = crate::unique("hc-s");
     plan.detection.alarm = None;
+    // Tests that want target groups or a model provision and set them.
+    plan.regions.primary.target_group_arns.clear();
+    plan.regions.standby.target_group_arns.clear();
+    plan.explain = None;
     plan.detection.probe_timeout_ms = 300;
     plan.timings.call_timeout_ms = 1_500;
     plan.fence.timeout_ms = 1_500;

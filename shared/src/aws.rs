@@ -85,6 +85,14 @@ impl Aws {
     pub async fn cloudwatch(&self, region: &str) -> aws_sdk_cloudwatch::Client {
         aws_sdk_cloudwatch::Client::new(&self.config(region).await)
     }
+    /// Elastic Load Balancing (v2) in `region`.
+    pub async fn elbv2(&self, region: &str) -> aws_sdk_elasticloadbalancingv2::Client {
+        aws_sdk_elasticloadbalancingv2::Client::new(&self.config(region).await)
+    }
+    /// Bedrock Runtime in `region`.
+    pub async fn bedrock(&self, region: &str) -> aws_sdk_bedrockruntime::Client {
+        aws_sdk_bedrockruntime::Client::new(&self.config(region).await)
+    }
     /// SSM Parameter Store in `region`.
     pub async fn ssm(&self, region: &str) -> aws_sdk_ssm::Client {
         aws_sdk_ssm::Client::new(&self.config(region).await)

@@ -249,7 +249,40 @@ pub struct Diagnosis {
     pub summary: String,
     /// Optional AI explanation: advisory text, never read by the state machine.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub explanation: Option<String>,
+    pub explanation: Option<Explanation>,
+}
+
+/// What the model said about a diagnosis, or why it said nothing. Advisory:
+/// shown to the approver and kept in the report, never decided on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Explanation {
+    /// The model asked.
+    pub model_id: String,
+    /// Its text, or why there is none.
+    #[serde(flatten)]
+    pub outcome: ExplanationOutcome,
+    /// How long the call took, milliseconds.
+    pub latency_ms: u64,
+}
+
+/// The model's answer or its absence.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExplanationOutcome {
+    /// Cleaned, bounded plain text.
+    Text(String),
+    /// The call failed, timed out or answered nothing usable.
+    Unavailable(String),
+}
+
+impl Explanation {
+    /// The text, when there is one.
+    pub fn text(&self) -> Option<&str> {
+        match &self.outcome {
+            ExplanationOutcome::Text(t) => Some(t),
+            ExplanationOutcome::Unavailable(_) => None,
+        }
+    }
 }
 
 /// Fence outcome.

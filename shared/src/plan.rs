@@ -410,15 +410,33 @@ pub struct ReportTarget {
     pub prefix: String,
 }
 
-/// Optional Bedrock explanation.
+/// Optional Bedrock explanation: advisory text for the approver, from the
+/// Converse API. The state machine never reads it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Explain {
-    /// Bedrock model id.
+    /// Bedrock model id or inference-profile id.
     pub model_id: String,
-    /// Time budget, milliseconds.
-    #[serde(default = "default_call_budget")]
+    /// Region of the Bedrock endpoint. Defaults to S's Region: P is the one
+    /// that may be down.
+    #[serde(default)]
+    pub region: Option<String>,
+    /// Time budget, milliseconds (at most 20 000: diagnose must finish well
+    /// within its Lambda timeout).
+    #[serde(default = "default_explain_budget")]
     pub timeout_ms: u64,
+}
+
+/// Longest explanation budget a plan may set.
+pub const EXPLAIN_MAX_TIMEOUT_MS: u64 = 20_000;
+
+impl Explain {
+    /// The Region to call Bedrock in.
+    pub fn region<'a>(&'a self, plan: &'a Plan) -> &'a str {
+        self.region
+            .as_deref()
+            .unwrap_or(&plan.regions.standby.region)
+    }
 }
 
 /// A resource in S whose configuration must not reference P.
@@ -492,6 +510,9 @@ fn default_cooldown() -> u64 {
 }
 fn default_call_budget() -> u64 {
     5_000
+}
+fn default_explain_budget() -> u64 {
+    8_000
 }
 fn default_report_prefix() -> String {
     "reports/".into()
@@ -729,6 +750,29 @@ impl Plan {
             return bad("fence.timeout_ms", "must be at least 1");
         }
         non_empty(&self.report.bucket, "report.bucket")?;
+        if let Some(x) = &self.explain {
+            non_empty(&x.model_id, "explain.model_id")?;
+            if let Some(r) = &x.region {
+                non_empty(r, "explain.region")?;
+            }
+            if x.timeout_ms == 0 || x.timeout_ms > EXPLAIN_MAX_TIMEOUT_MS {
+                return bad(
+                    "explain.timeout_ms",
+                    &format!("must be between 1 and {EXPLAIN_MAX_TIMEOUT_MS}"),
+                );
+            }
+        }
+        for (site, name) in [
+            (&self.regions.primary, "primary"),
+            (&self.regions.standby, "standby"),
+        ] {
+            for (i, arn) in site.target_group_arns.iter().enumerate() {
+                target_group_arn(arn, &site.region).map_err(|problem| PlanError {
+                    path: format!("plan.regions.{name}.target_group_arns[{i}]"),
+                    problem,
+                })?;
+            }
+        }
         Ok(())
     }
 
@@ -736,6 +780,24 @@ impl Plan {
     pub fn approver(&self, user_id: &str) -> Option<&Approver> {
         self.slack.approvers.iter().find(|a| a.user_id == user_id)
     }
+}
+
+/// `arn:<partition>:elasticloadbalancing:<region>:<account>:targetgroup/<name>/<id>`,
+/// in the site's own Region.
+fn target_group_arn(arn: &str, region: &str) -> Result<(), String> {
+    let parts: Vec<&str> = arn.splitn(6, ':').collect();
+    let [a, _partition, service, arn_region, _account, resource] = parts.as_slice() else {
+        return Err(format!("{arn:?} is not an ARN"));
+    };
+    if *a != "arn" || *service != "elasticloadbalancing" || !resource.starts_with("targetgroup/") {
+        return Err(format!("{arn:?} is not a target group ARN"));
+    }
+    if arn_region != &region {
+        return Err(format!(
+            "{arn:?} is in {arn_region}, but this site is in {region}"
+        ));
+    }
+    Ok(())
 }
 
 fn non_empty(value: &str, path: &str) -> Result<(), PlanError> {

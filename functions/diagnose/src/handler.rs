@@ -1,9 +1,9 @@
 //! Parse the execution document, snapshot both sides, assess.
 
 use chrono::Utc;
-use handover::adapters::{CloudWatch, HttpProbe, Rds, Route53};
+use handover::adapters::{Bedrock, CloudWatch, Elbv2, HttpProbe, Rds, Route53};
 use handover::aws::Aws;
-use handover::diagnose::{Sources, diagnose};
+use handover::diagnose::{Sources, diagnose, explain::explain};
 use handover::error::{ErrorName, FunctionError};
 use handover::execution::{Diagnosis, ExecutionState};
 use tracing::info;
@@ -34,14 +34,26 @@ pub async fn handler(event: serde_json::Value, deps: &Deps) -> Result<Diagnosis,
     let s_rds = Rds::new(&deps.aws, &plan.regions.standby.region).await;
     let s_cw = CloudWatch::new(&deps.aws, &plan.regions.standby.region).await;
     let route53 = Route53::new(&deps.aws).await;
+    let p_elb = Elbv2::new(&deps.aws, &plan.regions.primary.region).await;
+    let s_elb = Elbv2::new(&deps.aws, &plan.regions.standby.region).await;
     let sources = Sources {
         probe: &deps.probe,
         health: &route53,
         p_rds: &p_rds,
         s_rds: &s_rds,
         s_lag: &s_cw,
+        p_elb: &p_elb,
+        s_elb: &s_elb,
     };
-    let diagnosis = diagnose(plan, &sources, Utc::now()).await;
+    let mut diagnosis = diagnose(plan, &sources, Utc::now()).await;
+    // Advisory text, after the rules have decided; it cannot fail the step.
+    // The re-check after approval asks no model: nobody reads it then, and
+    // every second there counts toward the RTO.
+    let recheck = state.steps.contains_key("diagnosis");
+    if let Some(cfg) = plan.explain.as_ref().filter(|_| !recheck) {
+        let model = Bedrock::new(&deps.aws, cfg.region(plan)).await;
+        diagnosis.explanation = Some(explain(plan, cfg, &diagnosis, &model).await);
+    }
     info!(
         incident = %state.input.incident_id,
         action = ?diagnosis.action,
@@ -56,11 +68,13 @@ pub async fn handler(event: serde_json::Value, deps: &Deps) -> Result<Diagnosis,
 #[cfg(test)]
 mod tests {
     use super::*;
-    use handover::execution::{Action, RiskLevel};
-    use handover::plan::Plan;
+    use handover::execution::{Action, ExplanationOutcome, RiskLevel};
+    use handover::plan::{Explain, Plan};
     use handover_testkit::app::App;
-    use handover_testkit::world::{provision_databases, put_replica_lag, run_input, unique_plan};
-    use handover_testkit::{aws, control};
+    use handover_testkit::world::{
+        provision_databases, provision_target_group, put_replica_lag, run_input, unique_plan,
+    };
+    use handover_testkit::{aws, control, converse_requests, unique};
     use serde_json::json;
 
     struct World {
@@ -107,8 +121,10 @@ mod tests {
     }
 
     async fn p_rds_unreachable(w: &World) {
-        // P's RDS API times out: the router holds the request past the budget.
-        control("faults", json!({ format!("rds:{}", w.plan.regions.primary.region): {"mode": "timeout", "seconds": 3} }))
+        // P's RDS API times out for this world's primary: the router holds
+        // the request past the budget (other tests' calls pass).
+        let p = &w.plan.regions.primary;
+        control("faults", json!({ format!("rds:{}", p.region): {"mode": "timeout", "seconds": 3, "target": p.db_instance_id} }))
             .await;
     }
 
@@ -184,6 +200,155 @@ mod tests {
         let w = world(200, true, Some(5.0)).await;
         let d = run(&w).await;
         assert_eq!(d.action, Action::Recovered);
+    }
+
+    fn explain(model_id: &str, region: Option<&str>, timeout_ms: u64) -> Option<Explain> {
+        Some(Explain {
+            model_id: model_id.into(),
+            region: region.map(str::to_owned),
+            timeout_ms,
+        })
+    }
+
+    #[tokio::test]
+    async fn target_groups_are_read_in_each_region_and_the_model_only_explains() {
+        let aws = aws();
+        let mut w = world(503, false, Some(5.0)).await;
+        let (p, s) = (
+            w.plan.regions.primary.region.clone(),
+            w.plan.regions.standby.region.clone(),
+        );
+        w.plan.regions.primary.target_group_arns = vec![provision_target_group(&aws, &p, 0).await];
+        w.plan.regions.standby.target_group_arns = vec![provision_target_group(&aws, &s, 2).await];
+        let plain = run(&w).await;
+        assert!(plain.explanation.is_none());
+        let p_lb = plain
+            .evidence
+            .iter()
+            .find(|e| {
+                e.source
+                    .starts_with(&format!("elbv2:{p}:DescribeTargetHealth:tg-"))
+            })
+            .expect("P's target group is evidence");
+        assert_eq!(p_lb.observation, "no targets registered: 0 healthy");
+        assert_eq!(p_lb.supports_p_down, Some(true));
+        let s_lb = plain
+            .evidence
+            .iter()
+            .find(|e| e.source.starts_with(&format!("elbv2:{s}:")))
+            .expect("S's target group is evidence");
+        assert_eq!(s_lb.observation, "2 of 2 targets healthy");
+
+        // With a model configured: the same decision, plus advisory text.
+        let model = unique("model");
+        control(
+            "model",
+            json!({ &model: {"text": "P's app is down; its database is not."} }),
+        )
+        .await;
+        w.plan.explain = explain(&model, None, 5_000);
+        let explained = run(&w).await;
+        assert_eq!(
+            explained.explanation.as_ref().and_then(|x| x.text()),
+            Some("P's app is down; its database is not.")
+        );
+        assert_eq!(
+            (
+                explained.action,
+                explained.risk,
+                &explained.risk_rule,
+                &explained.summary
+            ),
+            (plain.action, plain.risk, &plain.risk_rule, &plain.summary)
+        );
+        // One Converse call, carrying the rules' output.
+        let asked = converse_requests(&model).await;
+        assert_eq!(asked.len(), 1);
+        let user = asked[0]["messages"][0]["content"][0]["text"]
+            .as_str()
+            .unwrap();
+        assert!(user.contains(&plain.risk_rule), "{user}");
+        assert!(user.contains("DescribeTargetHealth"), "{user}");
+        assert_eq!(asked[0]["inferenceConfig"]["temperature"], json!(0.0));
+        // It was asked in S's Region: P is the one that may be down.
+        let seen = handover_testkit::call_log().await;
+        assert!(
+            seen.iter()
+                .any(|c| c["service"] == "bedrock" && c["region"] == s.as_str()),
+            "no Converse call in {s}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_slow_model_cannot_hold_up_or_change_the_diagnosis() {
+        // This test alone calls Bedrock in us-west-2, so its fault is its own.
+        let w = world(503, false, Some(5.0)).await;
+        let plain = run(&w).await;
+        let mut plan = w.plan.clone();
+        let model = unique("model");
+        plan.explain = explain(&model, Some("us-west-2"), 400);
+        control(
+            "faults",
+            json!({"bedrock:us-west-2": {"mode": "timeout", "seconds": 3}}),
+        )
+        .await;
+        let started = std::time::Instant::now();
+        let d = handler(input(&plan), &Deps::new().unwrap()).await.unwrap();
+        let took = started.elapsed();
+        control("faults", json!({"bedrock:us-west-2": null})).await;
+        let x = d.explanation.expect("the attempt is recorded");
+        assert_eq!(x.text(), None);
+        assert!(
+            matches!(&x.outcome, ExplanationOutcome::Unavailable(why) if why.contains("timed out after 400 ms")),
+            "{x:?}"
+        );
+        assert!(took < std::time::Duration::from_secs(3), "{took:?}");
+        assert_eq!((d.action, d.risk), (plain.action, plain.risk));
+
+        // A 503 from Bedrock (the SDK retries it, so a longer budget): the
+        // same, with the error's code.
+        plan.explain = explain(&model, Some("us-west-2"), 15_000);
+        control("faults", json!({"bedrock:us-west-2": {"mode": "error"}})).await;
+        let d = handler(input(&plan), &Deps::new().unwrap()).await.unwrap();
+        control("faults", json!({"bedrock:us-west-2": null})).await;
+        let x = d.explanation.unwrap();
+        assert!(
+            matches!(&x.outcome, ExplanationOutcome::Unavailable(why) if why.contains("ServiceUnavailable")),
+            "{x:?}"
+        );
+        assert_eq!((d.action, d.risk), (plain.action, plain.risk));
+    }
+
+    #[tokio::test]
+    async fn the_recheck_after_approval_asks_no_model() {
+        let w = world(503, false, Some(5.0)).await;
+        let mut plan = w.plan.clone();
+        let model = unique("model");
+        plan.explain = explain(&model, None, 5_000);
+        let first = handler(input(&plan), &Deps::new().unwrap()).await.unwrap();
+        assert!(first.explanation.is_some());
+        let mut doc = input(&plan);
+        doc["diagnosis"] = serde_json::to_value(&first).unwrap();
+        doc["approval"] = handover_testkit::world::approval(false);
+        let recheck = handler(doc, &Deps::new().unwrap()).await.unwrap();
+        assert!(recheck.explanation.is_none());
+        assert_eq!(
+            converse_requests(&model).await.len(),
+            1,
+            "only the first diagnosis asked"
+        );
+    }
+
+    #[test]
+    fn the_event_fixtures_are_execution_documents() {
+        for (name, doc) in [
+            ("diagnose", include_str!("../events/diagnose.json")),
+            ("recheck", include_str!("../events/recheck.json")),
+        ] {
+            let state = ExecutionState::from_event(serde_json::from_str(doc).unwrap())
+                .unwrap_or_else(|e| panic!("{name}: {}", e.message));
+            assert_eq!(state.steps.contains_key("diagnosis"), name == "recheck");
+        }
     }
 
     #[tokio::test]

@@ -9,15 +9,21 @@
 //! | [`ReplicaLag`] | cloudwatch:GetMetricData |
 //! | [`DbInspector`] | rds:DescribeDBInstances |
 //! | [`ExecutionStarter`] | states:StartExecution |
+//! | [`TargetHealth`] | elasticloadbalancing:DescribeTargetHealth |
+//! | [`TextModel`] | bedrock:InvokeModel (the Converse API) |
 //! | [`EndpointProbe`] | none (HTTPS from the function) |
 
+pub mod bedrock;
 pub mod cloudwatch;
+pub mod elbv2;
 pub mod http;
 pub mod rds;
 pub mod route53;
 pub mod sfn;
 
+pub use bedrock::{Ask, Bedrock, TextModel};
 pub use cloudwatch::{Alarms, CloudWatch, LagSample, ReplicaLag};
+pub use elbv2::{Elbv2, TargetCounts, TargetHealth};
 pub use http::{EndpointProbe, HttpProbe, ProbeResult};
 pub use rds::{DbInspector, DbInstance, Rds};
 pub use route53::{HealthChecks, Route53};

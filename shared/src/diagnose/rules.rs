@@ -1,7 +1,7 @@
 //! The deterministic assessment: the same snapshot always gives the same
 //! diagnosis. No model output reaches these rules.
 
-use super::Snapshot;
+use super::{Snapshot, TargetObservation};
 use crate::execution::{Action, Diagnosis, Evidence, Hypothesis, RiskLevel};
 use crate::plan::Plan;
 
@@ -56,6 +56,21 @@ pub fn assess(plan: &Plan, snap: &Snapshot) -> Diagnosis {
         },
         Some(!p_db_available),
     );
+
+    let p_lb = targets_verdict(&snap.p_targets);
+    for t in &snap.p_targets {
+        push(
+            target_source(&p.region, t),
+            describe_targets(t),
+            match &t.counts {
+                Ok(c) => Some(c.healthy == 0),
+                // Like P's RDS API: an ELB API that does not answer in P
+                // points at P. An answer that is an error (a missing group,
+                // a denial) says nothing about P.
+                Err(e) => e.unreachable.then_some(true),
+            },
+        );
+    }
 
     // --- S --------------------------------------------------------------
     let s_app_ok = snap.s_app.ok();
@@ -117,6 +132,16 @@ pub fn assess(plan: &Plan, snap: &Snapshot) -> Diagnosis {
         },
         None,
     );
+
+    for t in &snap.s_targets {
+        push(target_source(&s.region, t), describe_targets(t), None);
+    }
+    let s_empty_groups: Vec<&str> = snap
+        .s_targets
+        .iter()
+        .filter(|t| t.counts.as_ref().is_ok_and(|c| c.healthy == 0))
+        .map(TargetObservation::name)
+        .collect();
 
     // --- rules ------------------------------------------------------------
     let target = plan.targets.rpo_s;
@@ -185,11 +210,16 @@ pub fn assess(plan: &Plan, snap: &Snapshot) -> Diagnosis {
                 "p_db_healthy: P's database answers as available; the failure looks application-level and fencing must hold"
                     .into(),
             )
-        } else if !s_app_ok || s_health_ok == Some(false) {
-            (
-                RiskLevel::Medium,
-                "s_not_ready: S's app or health check is not healthy yet".into(),
-            )
+        } else if !s_app_ok || s_health_ok == Some(false) || !s_empty_groups.is_empty() {
+            let what = if s_empty_groups.is_empty() {
+                "S's app or health check is not healthy yet".to_string()
+            } else {
+                format!(
+                    "S's target group(s) {} have no healthy targets: scale S's app before traffic moves",
+                    s_empty_groups.join(", ")
+                )
+            };
+            (RiskLevel::Medium, format!("s_not_ready: {what}"))
         } else {
             (
                 RiskLevel::Low,
@@ -216,6 +246,7 @@ pub fn assess(plan: &Plan, snap: &Snapshot) -> Diagnosis {
             || (p_recovered && replica_of_p && !lag.is_some_and(|l| l < 0.0)),
         lag,
         replica_found: replica.is_some(),
+        p_lb,
     });
     let summary = summary(
         plan,
@@ -226,6 +257,7 @@ pub fn assess(plan: &Plan, snap: &Snapshot) -> Diagnosis {
         &snap.p_app,
         p_health_failing,
         &snap.p_db,
+        p_lb,
     );
     Diagnosis {
         observed_at: snap.observed_at,
@@ -251,6 +283,56 @@ fn fmt_s(v: f64) -> String {
     }
 }
 
+/// P's load balancer, over every named target group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LbVerdict {
+    /// No target group named.
+    NotNamed,
+    /// Some group has a healthy target.
+    SomeHealthy,
+    /// Every group answered, none has a healthy target.
+    NoneHealthy,
+    /// No group's API answered (timeouts, connection failures).
+    Unreachable,
+    /// Anything else: errors, or a mix of empty and unanswered groups.
+    Unknown,
+}
+
+fn targets_verdict(groups: &[TargetObservation]) -> LbVerdict {
+    if groups.is_empty() {
+        return LbVerdict::NotNamed;
+    }
+    let answered: Vec<_> = groups
+        .iter()
+        .filter_map(|t| t.counts.as_ref().ok())
+        .collect();
+    if answered.iter().any(|c| c.healthy > 0) {
+        LbVerdict::SomeHealthy
+    } else if groups
+        .iter()
+        .all(|t| t.counts.as_ref().is_err_and(|e| e.unreachable))
+    {
+        LbVerdict::Unreachable
+    } else if answered.len() == groups.len() {
+        LbVerdict::NoneHealthy
+    } else {
+        LbVerdict::Unknown
+    }
+}
+
+fn target_source(region: &str, t: &TargetObservation) -> String {
+    format!("elbv2:{region}:DescribeTargetHealth:{}", t.name())
+}
+
+fn describe_targets(t: &TargetObservation) -> String {
+    match &t.counts {
+        Ok(c) if c.total == 0 => "no targets registered: 0 healthy".into(),
+        Ok(c) => format!("{} of {} targets healthy", c.healthy, c.total),
+        Err(e) if e.unreachable => format!("API unreachable: {}", e.message),
+        Err(e) => format!("unknown: {}", e.message),
+    }
+}
+
 fn describe_probe(url: &str, r: &crate::adapters::ProbeResult) -> String {
     match (&r.status, &r.error) {
         (Some(code), _) => format!("GET {url} -> HTTP {code} in {} ms", r.latency_ms),
@@ -268,6 +350,7 @@ struct HypothesisInput {
     replica_usable: bool,
     replica_found: bool,
     lag: Option<f64>,
+    p_lb: LbVerdict,
 }
 
 fn hypotheses(h: HypothesisInput) -> Vec<Hypothesis> {
@@ -301,6 +384,8 @@ fn hypotheses(h: HypothesisInput) -> Vec<Hypothesis> {
     };
     let hc_fail = h.p_health_failing == Some(true);
     let hc_ok = h.p_health_failing == Some(false);
+    let lb_none = h.p_lb == LbVerdict::NoneHealthy;
+    let lb_some = h.p_lb == LbVerdict::SomeHealthy;
     add(
         "regional_outage",
         "Regional outage in P",
@@ -308,7 +393,17 @@ fn hypotheses(h: HypothesisInput) -> Vec<Hypothesis> {
             (h.p_app_down, "P's own endpoint does not answer 2xx", true),
             (hc_fail, "Route 53 checkers worldwide see P unhealthy", true),
             (h.p_db_unreachable, "P's RDS API does not answer", true),
+            (
+                h.p_lb == LbVerdict::Unreachable,
+                "P's load-balancer API does not answer",
+                true,
+            ),
             (h.p_db_available, "P's database reports available", false),
+            (
+                lb_some,
+                "P's load balancer still has healthy targets",
+                false,
+            ),
             (
                 !h.s_app_ok,
                 "S does not answer either (a wider problem, or the prober's network)",
@@ -322,6 +417,11 @@ fn hypotheses(h: HypothesisInput) -> Vec<Hypothesis> {
         vec![
             (h.p_app_down, "P's own endpoint does not answer 2xx", true),
             (h.p_db_available, "P's database reports available", true),
+            (
+                lb_none && h.p_db_available,
+                "P's load balancer has no healthy targets while its database is up",
+                true,
+            ),
             (h.p_db_unreachable, "P's RDS API does not answer", false),
         ],
     );
@@ -335,7 +435,13 @@ fn hypotheses(h: HypothesisInput) -> Vec<Hypothesis> {
                 "Route 53 checkers in other locations see P healthy",
                 true,
             ),
+            (
+                lb_some,
+                "P's load balancer sees healthy targets behind it",
+                true,
+            ),
             (hc_fail, "Route 53 checkers also see P unhealthy", false),
+            (lb_none, "P's load balancer has no healthy targets", false),
         ],
     );
     add(
@@ -344,6 +450,7 @@ fn hypotheses(h: HypothesisInput) -> Vec<Hypothesis> {
         vec![
             (!h.p_app_down, "P's endpoint answers 2xx now", true),
             (hc_ok, "Route 53 checkers see P healthy", true),
+            (lb_some, "P's load balancer has healthy targets", true),
             (h.p_app_down, "P's endpoint does not answer 2xx now", false),
             (hc_fail, "Route 53 checkers see P unhealthy", false),
         ],
@@ -387,6 +494,7 @@ fn summary(
     p_app: &crate::adapters::ProbeResult,
     p_health_failing: Option<bool>,
     p_db: &Result<Option<crate::adapters::DbInstance>, String>,
+    p_lb: LbVerdict,
 ) -> String {
     let p = &plan.regions.primary.region;
     let s = &plan.regions.standby.region;
@@ -405,6 +513,12 @@ fn summary(
         Ok(None) => "DB not found".into(),
         Err(_) => "DB API unreachable".into(),
     };
+    let lb = match p_lb {
+        LbVerdict::NotNamed => "",
+        LbVerdict::SomeHealthy => ", LB has healthy targets",
+        LbVerdict::NoneHealthy => ", LB has no healthy targets",
+        LbVerdict::Unreachable | LbVerdict::Unknown => ", LB targets unknown",
+    };
     let lag = match lag {
         Some(l) if l < 0.0 => "replication stopped".to_string(),
         Some(l) => format!("replica lag {} s (target {target} s)", fmt_s(l)),
@@ -416,5 +530,5 @@ fn summary(
         Action::Escalate => format!("Failover to {s} is blocked: escalate."),
     };
     let risk = format!("{risk:?}").to_lowercase();
-    format!("{p}: {app}, {hc}, {db}. {s}: {lag}. Risk {risk}. {what}")
+    format!("{p}: {app}, {hc}, {db}{lb}. {s}: {lag}. Risk {risk}. {what}")
 }

@@ -37,7 +37,7 @@ fn db(id: &str, status: &str, source: Option<&str>) -> DbInstance {
 }
 
 /// P fully down, S healthy with `lag` seconds of lag.
-fn down(lag: f64) -> Snapshot {
+pub(super) fn down(lag: f64) -> Snapshot {
     Snapshot {
         observed_at: t(),
         p_app: probe(None),
@@ -54,6 +54,23 @@ fn down(lag: f64) -> Snapshot {
             seconds: lag,
             at: t(),
         })),
+        p_targets: vec![],
+        s_targets: vec![],
+    }
+}
+
+/// A target group read: `Ok((healthy, total))`, or `Err((message, unreachable))`.
+fn tg(region: &str, name: &str, counts: Result<(usize, usize), (&str, bool)>) -> TargetObservation {
+    TargetObservation {
+        arn: format!(
+            "arn:aws:elasticloadbalancing:{region}:123456789012:targetgroup/{name}/73e2d6bc24d8a067"
+        ),
+        counts: counts
+            .map(|(healthy, total)| TargetCounts { healthy, total })
+            .map_err(|(message, unreachable)| ReadError {
+                message: message.into(),
+                unreachable,
+            }),
     }
 }
 
@@ -180,6 +197,31 @@ fn rule_table() {
             over: false,
         },
         Case {
+            name: "S's target group has no healthy target",
+            snap: Snapshot {
+                s_targets: vec![
+                    tg("ap-northeast-1", "shop-s-web", Ok((0, 2))),
+                    tg("ap-northeast-1", "shop-s-api", Ok((2, 2))),
+                ],
+                ..down(5.0)
+            },
+            action: Action::FailOver,
+            risk: RiskLevel::Medium,
+            rule_prefix: "s_not_ready: S's target group(s) shop-s-web have no healthy targets",
+            over: false,
+        },
+        Case {
+            name: "S's ELB API unreachable is not a reason to hold back",
+            snap: Snapshot {
+                s_targets: vec![tg("ap-northeast-1", "shop-s-web", Err(("timed out", true)))],
+                ..down(5.0)
+            },
+            action: Action::FailOver,
+            risk: RiskLevel::Low,
+            rule_prefix: "healthy_replica",
+            over: false,
+        },
+        Case {
             name: "S app not ready",
             snap: Snapshot {
                 s_app: probe(Some(503)),
@@ -282,4 +324,130 @@ fn every_evidence_item_names_its_source() {
         p_db.observation
     );
     assert_eq!(p_db.supports_p_down, Some(true));
+}
+
+#[test]
+fn target_groups_are_evidence_and_move_the_hypotheses() {
+    let plan = plan();
+    // The prober cannot reach P, yet P's load balancer sees healthy targets
+    // and the checkers are split: a partition, not an outage.
+    let partition = rules::assess(
+        &plan,
+        &Snapshot {
+            p_health: Ok(1.0),
+            p_targets: vec![tg("ap-northeast-2", "shop-p-web", Ok((3, 3)))],
+            ..down(5.0)
+        },
+    );
+    assert_eq!(standing(&partition, "network_partition"), "likely");
+    let lb = partition
+        .evidence
+        .iter()
+        .find(|e| e.source == "elbv2:ap-northeast-2:DescribeTargetHealth:shop-p-web")
+        .unwrap();
+    assert_eq!(lb.observation, "3 of 3 targets healthy");
+    assert_eq!(lb.supports_p_down, Some(false));
+    assert!(
+        partition.summary.contains("LB has healthy targets"),
+        "{}",
+        partition.summary
+    );
+
+    // The database is up and the load balancer has nothing healthy behind
+    // it: the app is the problem.
+    let app = rules::assess(
+        &plan,
+        &Snapshot {
+            p_db: Ok(Some(db("shop-db", "available", None))),
+            p_targets: vec![tg("ap-northeast-2", "shop-p-web", Ok((0, 0)))],
+            ..down(5.0)
+        },
+    );
+    let h = app
+        .hypotheses
+        .iter()
+        .find(|h| h.id == "application_failure")
+        .unwrap();
+    assert!(
+        h.evidence_for
+            .iter()
+            .any(|e| e.contains("no healthy targets while its database is up")),
+        "{h:?}"
+    );
+    assert_eq!(standing(&app, "network_partition"), "unlikely");
+    let lb = app
+        .evidence
+        .iter()
+        .find(|e| e.source.starts_with("elbv2:ap-northeast-2"))
+        .unwrap();
+    assert_eq!(lb.observation, "no targets registered: 0 healthy");
+    assert_eq!(lb.supports_p_down, Some(true));
+
+    // P's ELB API silent: one more sign of a regional outage.
+    let silent = rules::assess(
+        &plan,
+        &Snapshot {
+            p_targets: vec![tg(
+                "ap-northeast-2",
+                "shop-p-web",
+                Err(("timed out after 5000 ms", true)),
+            )],
+            ..down(5.0)
+        },
+    );
+    let lb = silent
+        .evidence
+        .iter()
+        .find(|e| e.source.starts_with("elbv2:ap-northeast-2"))
+        .unwrap();
+    assert_eq!(lb.supports_p_down, Some(true));
+    assert!(
+        lb.observation.starts_with("API unreachable"),
+        "{}",
+        lb.observation
+    );
+    let region = silent
+        .hypotheses
+        .iter()
+        .find(|h| h.id == "regional_outage")
+        .unwrap();
+    assert!(
+        region
+            .evidence_for
+            .contains(&"P's load-balancer API does not answer".to_string()),
+        "{region:?}"
+    );
+    // A group that does not exist is a plan mistake, not a sign about P.
+    let missing = rules::assess(
+        &plan,
+        &Snapshot {
+            p_targets: vec![tg(
+                "ap-northeast-2",
+                "shop-p-web",
+                Err(("TargetGroupNotFound", false)),
+            )],
+            ..down(5.0)
+        },
+    );
+    let lb = missing
+        .evidence
+        .iter()
+        .find(|e| e.source.starts_with("elbv2:ap-northeast-2"))
+        .unwrap();
+    assert_eq!(lb.supports_p_down, None);
+    assert_eq!(lb.observation, "unknown: TargetGroupNotFound");
+    assert!(
+        !missing
+            .hypotheses
+            .iter()
+            .flat_map(|h| &h.evidence_for)
+            .any(|e| e.contains("load-balancer API")),
+        "{:?}",
+        missing.hypotheses
+    );
+
+    // No target groups named: nothing about load balancers is claimed.
+    let none = rules::assess(&plan, &down(5.0));
+    assert!(!none.evidence.iter().any(|e| e.source.starts_with("elbv2:")));
+    assert!(!none.summary.contains("LB"), "{}", none.summary);
 }

@@ -52,6 +52,19 @@ fn the_shipped_example_loads() {
 }
 
 #[test]
+fn the_explanation_is_called_in_s_unless_the_plan_says_otherwise() {
+    let plan = Plan::from_json(EXAMPLE).unwrap();
+    let x = plan.explain.as_ref().unwrap();
+    assert_eq!(x.region(&plan), "ap-northeast-1");
+    let plan = Plan::from_value(with("explain.region", json!("us-east-1"))).unwrap();
+    assert_eq!(plan.explain.as_ref().unwrap().region(&plan), "us-east-1");
+    let mut v = example();
+    v["explain"].as_object_mut().unwrap().remove("timeout_ms");
+    let plan = Plan::from_value(v).unwrap();
+    assert_eq!(plan.explain.unwrap().timeout_ms, 8_000);
+}
+
+#[test]
 fn defaults_fill_optional_sections() {
     let mut v = example();
     for key in ["targets", "detection", "timings", "fence", "dependencies"] {
@@ -226,6 +239,45 @@ fn invalid_values_are_named_by_path() {
             "report.bucket",
             json!(""),
             "plan.report.bucket: must not be empty",
+        ),
+        (
+            "explain.model_id",
+            json!(" "),
+            "plan.explain.model_id: must not be empty",
+        ),
+        (
+            "explain.timeout_ms",
+            json!(20_001),
+            "plan.explain.timeout_ms: must be between 1 and 20000",
+        ),
+        (
+            "explain.timeout_ms",
+            json!(0),
+            "plan.explain.timeout_ms: must be between 1 and 20000",
+        ),
+        (
+            "explain.region",
+            json!(""),
+            "plan.explain.region: must not be empty",
+        ),
+        (
+            "regions.primary.target_group_arns.0",
+            json!("shop-p-web"),
+            "plan.regions.primary.target_group_arns[0]: \"shop-p-web\" is not an ARN",
+        ),
+        (
+            "regions.primary.target_group_arns.0",
+            json!(
+                "arn:aws:elasticloadbalancing:ap-northeast-2:123456789012:loadbalancer/app/shop/50dc6c495c0c9188"
+            ),
+            "plan.regions.primary.target_group_arns[0]: \"arn:aws:elasticloadbalancing:ap-northeast-2:123456789012:loadbalancer/app/shop/50dc6c495c0c9188\" is not a target group ARN",
+        ),
+        (
+            "regions.standby.target_group_arns.0",
+            json!(
+                "arn:aws:elasticloadbalancing:ap-northeast-2:123456789012:targetgroup/shop-p-web/0123456789abcdef"
+            ),
+            "plan.regions.standby.target_group_arns[0]: \"arn:aws:elasticloadbalancing:ap-northeast-2:123456789012:targetgroup/shop-p-web/0123456789abcdef\" is in ap-northeast-2, but this site is in ap-northeast-1",
         ),
     ];
     for (path, value, want) in cases {

@@ -114,6 +114,8 @@ pub fn build(
         states: facts.states.clone(),
         stopped,
         hypotheses: diagnosis.map(|d| d.hypotheses.clone()).unwrap_or_default(),
+        // The re-check asks no model: the explanation is the one the approver saw.
+        explanation: steps.diagnosis.as_ref().and_then(|d| d.explanation.clone()),
         trigger_vs_root_cause: trigger_analysis(&input, diagnosis),
         findings: checks.findings.clone(),
         action_items,

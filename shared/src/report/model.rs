@@ -12,6 +12,7 @@
 //! | `states` | every state visit: entered, exited, duration, attempts, retries, errors |
 //! | `stopped` | for failed, aborted and timed-out runs: the state, error and cause |
 //! | `hypotheses` | diagnose's hypotheses (the re-check's when it ran), with evidence for and against |
+//! | `explanation` | the advisory AI explanation the approver saw, or why there was none (absent when not configured) |
 //! | `trigger_vs_root_cause` | what triggered the run, candidate causes, co-symptoms; the verdict is left to people |
 //! | `findings` | post-check results, each with severity and evidence |
 //! | `action_items` | one per missed target and per finding of severity warning or above |
@@ -21,7 +22,7 @@
 //! Times are RFC 3339 UTC; durations are seconds (`_s`), `null` when unknown.
 
 use super::facts::StateRun;
-use crate::execution::Hypothesis;
+use crate::execution::{Explanation, Hypothesis};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
@@ -51,6 +52,9 @@ pub struct Report {
     pub stopped: Option<StopPoint>,
     /// Hypotheses with evidence.
     pub hypotheses: Vec<Hypothesis>,
+    /// The advisory AI explanation shown with the approval request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub explanation: Option<Explanation>,
     /// Trigger vs root cause.
     pub trigger_vs_root_cause: TriggerAnalysis,
     /// Post-check findings.

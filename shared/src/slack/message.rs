@@ -7,7 +7,7 @@
 //! ([`ACTION_APPROVE_DATA_LOSS`]) so the click itself records the
 //! acknowledgement.
 
-use crate::execution::{Diagnosis, ExecutionState, RiskLevel};
+use crate::execution::{Diagnosis, ExecutionState, Explanation, ExplanationOutcome, RiskLevel};
 use crate::store::approval::Decision;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
@@ -102,6 +102,9 @@ pub fn approval(v: &ApprovalView<'_>) -> (String, Vec<Value>) {
     ];
     if let Some(evidence) = evidence(d) {
         blocks.push(json!({"type": "section", "text": mrkdwn(&evidence)}));
+    }
+    if let Some(x) = &d.explanation {
+        blocks.push(explanation(x));
     }
     blocks.push(json!({"type": "actions", "block_id": BLOCK_ACTIONS, "elements": [approve_button(d, v.key), reject_button(v.key)]}));
     blocks.push(json!({"type": "context", "block_id": BLOCK_CLI, "elements": cli_hint(v)}));
@@ -255,6 +258,35 @@ fn evidence(d: &Diagnosis) -> Option<String> {
         &format!("*Key evidence*\n{}{tail}", lines.join("\n")),
         3000,
     ))
+}
+
+/// The model's words, labelled advisory and escaped so they cannot mention
+/// anyone, link anywhere or pose as Handover's own text.
+fn explanation(x: &Explanation) -> Value {
+    match &x.outcome {
+        ExplanationOutcome::Text(text) => {
+            let head = format!(
+                "*AI explanation* _(advisory, {}; the rules above decide)_\n",
+                escape(&x.model_id)
+            );
+            json!({"type": "section", "text": mrkdwn(&clip(&format!("{head}{}", escape(text)), 3000))})
+        }
+        ExplanationOutcome::Unavailable(why) => json!({
+            "type": "context",
+            "elements": [mrkdwn(&clip(
+                &format!("AI explanation unavailable ({}): the summary above is the rules' own.", escape(why)),
+                2000,
+            ))],
+        }),
+    }
+}
+
+/// Escape text for mrkdwn: `&`, `<` and `>` are the control characters of
+/// Slack's markup (mentions, links, `<!channel>`).
+pub(crate) fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
 
 fn rpo_line(d: &Diagnosis) -> String {

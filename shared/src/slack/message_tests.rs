@@ -199,3 +199,53 @@ fn ephemeral_notes_leave_the_original_alone() {
     assert_eq!(v["response_type"], "ephemeral");
     assert_eq!(v["replace_original"], false);
 }
+
+#[test]
+fn the_ai_explanation_is_labelled_advisory_and_cannot_mention_anyone() {
+    use crate::execution::{Explanation, ExplanationOutcome};
+    let mut state = fixtures::state(Some(5.0));
+    state.input.drill = false;
+    let mut diagnosis = fixtures::diagnosis(Some(5.0));
+    diagnosis.explanation = Some(Explanation {
+        model_id: "anthropic.claude-3-haiku".into(),
+        outcome: ExplanationOutcome::Text(
+            "P is down. <!channel> see <https://evil.example|the runbook> & approve".into(),
+        ),
+        latency_ms: 900,
+    });
+    let at = fixtures::t0();
+    let view = ApprovalView {
+        state: &state,
+        diagnosis: &diagnosis,
+        key: KEY,
+        requested_at: at,
+        expires_at: at + chrono::Duration::minutes(15),
+        cli: &cli(),
+    };
+    let (_, blocks) = approval(&view);
+    let text = serde_json::to_string(&blocks).unwrap();
+    assert!(text.contains("*AI explanation* _(advisory"), "{text}");
+    assert!(!text.contains("<!channel>"), "{text}");
+    assert!(!text.contains("<https://evil"), "{text}");
+    assert!(text.contains("&lt;!channel&gt;"), "{text}");
+    // It sits after the evidence and before the buttons; the buttons are unchanged.
+    let pos = |needle: &str| blocks.iter().position(|b| b.to_string().contains(needle));
+    assert!(pos("AI explanation") > pos("Key evidence"));
+    assert!(pos("AI explanation") < pos(BLOCK_ACTIONS));
+
+    let mut unavailable = diagnosis.clone();
+    unavailable.explanation = Some(Explanation {
+        model_id: "m".into(),
+        outcome: ExplanationOutcome::Unavailable("bedrock:Converse timed out after 8000 ms".into()),
+        latency_ms: 8000,
+    });
+    let (_, blocks) = approval(&ApprovalView {
+        diagnosis: &unavailable,
+        ..view
+    });
+    let note = blocks
+        .iter()
+        .find(|b| b.to_string().contains("AI explanation unavailable"))
+        .expect("a note says why there is no explanation");
+    assert_eq!(note["type"], "context");
+}

@@ -3,6 +3,7 @@
 
 use super::markdown::severity;
 use super::{MAX_STATE_ROWS, escape_html as esc, svg_timeline, t_plus, target_text, value_text};
+use crate::execution::ExplanationOutcome;
 use crate::report::model::{Report, Status};
 use crate::report::numbers::clock;
 use std::fmt::Write;
@@ -222,6 +223,26 @@ pub fn html(r: &Report) -> String {
         );
     }
     o.push_str("</table>");
+    if let Some(x) = &r.explanation {
+        let _ = write!(
+            o,
+            "<p><b>AI explanation</b> <span class=\"muted\">(advisory, {}, {} ms; shown to the approver, never decided on)</span></p>",
+            esc(&x.model_id),
+            x.latency_ms
+        );
+        match &x.outcome {
+            ExplanationOutcome::Text(t) => {
+                let _ = write!(
+                    o,
+                    "<blockquote style=\"white-space:pre-wrap\">{}</blockquote>",
+                    esc(t)
+                );
+            }
+            ExplanationOutcome::Unavailable(why) => {
+                let _ = write!(o, "<p class=\"muted\">Unavailable: {}</p>", esc(why));
+            }
+        }
+    }
     let t = &r.trigger_vs_root_cause;
     o.push_str("<h2>Trigger vs root cause</h2><p><b>Trigger</b> (what started the run):</p>");
     ul(&mut o, &t.trigger);

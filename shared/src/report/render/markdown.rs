@@ -1,6 +1,7 @@
 //! `report.md`: GitHub-flavoured Markdown with a Mermaid gantt block.
 
 use super::{MAX_STATE_ROWS, bars, status_mark, t_plus, target_text, value_text};
+use crate::execution::ExplanationOutcome;
 use crate::report::model::{Report, Severity};
 use crate::report::numbers::clock;
 use chrono::{DateTime, Utc};
@@ -190,6 +191,24 @@ pub fn markdown(r: &Report) -> String {
     }
     if r.hypotheses.is_empty() {
         let _ = writeln!(o, "No diagnosis in this run.");
+    }
+    if let Some(x) = &r.explanation {
+        let _ = writeln!(
+            o,
+            "\n**AI explanation** (advisory, `{}`, {} ms; shown to the approver, never decided on):\n",
+            cell(&x.model_id),
+            x.latency_ms
+        );
+        match &x.outcome {
+            ExplanationOutcome::Text(t) => {
+                for line in t.lines() {
+                    let _ = writeln!(o, "> {}", cell(line));
+                }
+            }
+            ExplanationOutcome::Unavailable(why) => {
+                let _ = writeln!(o, "_Unavailable: {}_", cell(why));
+            }
+        }
     }
     let t = &r.trigger_vs_root_cause;
     let _ = writeln!(

@@ -17,6 +17,7 @@ pub use svg::svg_timeline;
 use super::facts::seconds;
 use super::model::{Report, Status};
 use super::numbers::{clock, fmt_num};
+use crate::slack::message::escape as escape_slack;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
@@ -135,12 +136,6 @@ pub fn escape_html(s: &str) -> String {
         }
     }
     out
-}
-
-fn escape_slack(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
 }
 
 /// The Slack summary: notification text and Block Kit blocks with the four numbers.
