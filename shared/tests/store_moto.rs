@@ -3,7 +3,9 @@
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use handover::store::Store;
-use handover::store::approval::{ConsumeOutcome, Decision, NewApproval, PutApprovalOutcome};
+use handover::store::approval::{
+    ConsumeOutcome, Decision, NewApproval, PutApprovalOutcome, ReleaseApprovalOutcome,
+};
 use handover::store::lock::{AcquireOutcome, ReleaseOutcome};
 use handover::store::primary::{InitOutcome, Phase, PromotionOutcome, TransitionOutcome};
 use handover::store::probe::TickOutcome;
@@ -450,6 +452,50 @@ async fn an_approval_key_cannot_be_consumed_twice() {
         ConsumeOutcome::AlreadyDecided { decision, .. } => assert_eq!(decision, Decision::Approve),
         other => panic!("{other:?}"),
     }
+}
+
+#[tokio::test]
+async fn only_the_exact_consumption_is_released() {
+    let store = store().await;
+    store
+        .put_approval(&approval("k3", t(14, 28, 0)))
+        .await
+        .unwrap();
+    let at = t(14, 15, 0);
+    assert!(matches!(
+        store
+            .consume_approval("k3", Decision::Approve, "U1", at)
+            .await
+            .unwrap(),
+        ConsumeOutcome::Consumed(_)
+    ));
+    // Another user, or the same user at another time, cannot undo it.
+    for (user, when) in [("U2", at), ("U1", t(14, 15, 1))] {
+        assert_eq!(
+            store.release_approval("k3", user, when).await.unwrap(),
+            ReleaseApprovalOutcome::NotOurs
+        );
+    }
+    assert_eq!(
+        store.release_approval("k3", "U1", at).await.unwrap(),
+        ReleaseApprovalOutcome::Released
+    );
+    // Released once: a second release changes nothing; the key is pending again.
+    assert_eq!(
+        store.release_approval("k3", "U1", at).await.unwrap(),
+        ReleaseApprovalOutcome::NotOurs
+    );
+    assert!(matches!(
+        store
+            .consume_approval("k3", Decision::Reject, "U2", t(14, 16, 0))
+            .await
+            .unwrap(),
+        ConsumeOutcome::Consumed(_)
+    ));
+    assert_eq!(
+        store.release_approval("nope", "U1", at).await.unwrap(),
+        ReleaseApprovalOutcome::NotOurs
+    );
 }
 
 #[tokio::test]

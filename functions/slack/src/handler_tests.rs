@@ -250,3 +250,44 @@ async fn no_log_line_contains_a_token_or_a_secret() {
         assert!(leak.is_empty(), "{secret} in logs: {leak:#?}");
     }
 }
+
+#[tokio::test]
+async fn a_decision_step_functions_never_got_releases_the_key_for_another_click() {
+    // Step Functions in eu-west-1 fails for this test alone.
+    const REGION: &str = "eu-west-1";
+    let w = world().await;
+    let (execution, token) = w.waiting_task_in(REGION).await;
+    let key = w
+        .pending(&execution, &token, chrono::Duration::minutes(15))
+        .await;
+    let fault = format!("states:{REGION}");
+    handover_testkit::control("faults", serde_json::json!({ &fault: {"mode": "error"} })).await;
+    let first = w
+        .send(w.click("U0ONCALL01", TEAM, ACTION_APPROVE, &key))
+        .await;
+    handover_testkit::control("faults", serde_json::json!({ &fault: null })).await;
+    assert_eq!(first.status_code, 503, "{}", text(&first));
+    let note = w.slack.responses()[0].body["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(note.contains("the key was released: click again"), "{note}");
+    assert_eq!(w.status(&execution).await, ExecutionStatus::Running);
+
+    // The second click decides, exactly once.
+    let second = w
+        .send(w.click("U0ONCALL01", TEAM, ACTION_APPROVE, &key))
+        .await;
+    assert_eq!(second.status_code, 200, "{}", text(&second));
+    let (status, output, ..) = w.finished(&execution).await;
+    assert_eq!(status, ExecutionStatus::Succeeded);
+    assert_eq!(output["approval"]["approver_id"], "U0ONCALL01");
+    let third = w
+        .send(w.click("U0ONCALL02", TEAM, ACTION_REJECT, &key))
+        .await;
+    assert_eq!(third.status_code, 200);
+    let notes = w.slack.responses();
+    let last = notes.last().unwrap().body["text"].as_str().unwrap_or("");
+    assert!(last.contains("Already decided"), "{last}");
+    assert_eq!(w.failures(), 0, "the reject never reached Step Functions");
+}

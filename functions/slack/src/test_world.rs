@@ -133,7 +133,13 @@ impl World {
     /// The task is `events:putEvents.waitForTaskToken` (moto needs no Lambda
     /// for it); the token is read from the TaskScheduled event.
     pub async fn waiting_task(&self) -> (String, String) {
-        let sfn = self.aws.sfn(TEST_REGION).await;
+        self.waiting_task_in(TEST_REGION).await
+    }
+
+    /// [`World::waiting_task`] in `region` (a Region no other test calls
+    /// Step Functions in can take injected faults of its own).
+    pub async fn waiting_task_in(&self, region: &str) -> (String, String) {
+        let sfn = self.aws.sfn(region).await;
         let definition = json!({"StartAt": "RequestApproval", "States": {"RequestApproval": {
             "Type": "Task",
             "Resource": "arn:aws:states:::events:putEvents.waitForTaskToken",
@@ -200,7 +206,7 @@ impl World {
     ) -> (ExecutionStatus, Value, Option<String>, Option<String>) {
         let d = handover_testkit::ended_execution(
             &self.aws,
-            TEST_REGION,
+            region_of(execution),
             execution,
             Duration::from_secs(10),
         )
@@ -217,7 +223,7 @@ impl World {
     }
 
     pub async fn status(&self, execution: &str) -> ExecutionStatus {
-        let sfn = self.aws.sfn(TEST_REGION).await;
+        let sfn = self.aws.sfn(region_of(execution)).await;
         let d = sfn
             .describe_execution()
             .execution_arn(execution)
@@ -226,6 +232,11 @@ impl World {
             .unwrap();
         d.status().clone()
     }
+}
+
+/// The Region in an execution ARN.
+fn region_of(execution: &str) -> &str {
+    execution.split(':').nth(3).expect("an execution ARN")
 }
 
 /// An API Gateway HTTP API event (from the fixture) carrying `body`, signed

@@ -16,7 +16,7 @@ use crate::slack::message::{self, Decided};
 use crate::slack::secrets::Secret;
 use crate::slack::signing::{self, SignatureError};
 use crate::store::Store;
-use crate::store::approval::{ConsumeOutcome, Decision};
+use crate::store::approval::{ConsumeOutcome, Decision, ReleaseApprovalOutcome};
 use chrono::{DateTime, Utc};
 use std::time::Duration;
 use tokio::time::{Instant, timeout};
@@ -264,20 +264,34 @@ impl<T: TaskCallback + Sync> Decider<'_, T> {
                 }
             }
         };
-        match timeout(share(deadline), call).await {
+        let error = match timeout(share(deadline), call).await {
             Ok(Ok(())) => {
                 info!(incident = %approval.incident, execution = %approval.execution, decision = %decided.decision, approver = %decided.approver_id, "decision sent to step functions");
-                Outcome::Decided(decided)
+                return Outcome::Decided(decided);
             }
-            Ok(Err(CallbackError::TaskClosed { code })) => Outcome::TaskClosed { code },
-            Ok(Err(e)) => failed(
-                "sending the decision to Step Functions (the key was consumed)",
-                &chain(&e),
+            Ok(Err(CallbackError::TaskClosed { code })) => return Outcome::TaskClosed { code },
+            Ok(Err(e)) => chain(&e),
+            Err(_) => "Step Functions did not answer in time".to_owned(),
+        };
+        // The decision did not get through: give the key back so a click can
+        // try again. A token completes only once, so this cannot decide twice.
+        let released = timeout(
+            share(deadline),
+            self.store.release_approval(&click.key, &click.user_id, now),
+        )
+        .await;
+        match released {
+            Ok(Ok(ReleaseApprovalOutcome::Released)) => failed(
+                "sending the decision to Step Functions (nothing was decided; the key was released: click again)",
+                &error,
             ),
-            Err(_) => failed(
-                "sending the decision to Step Functions (the key was consumed)",
-                "Step Functions did not answer in time",
-            ),
+            other => {
+                warn!(release = ?other.map(|r| r.map_err(|e| chain(&e))), "the consumed key could not be released");
+                failed(
+                    "sending the decision to Step Functions (the key was consumed: decide by CLI)",
+                    &error,
+                )
+            }
         }
     }
 

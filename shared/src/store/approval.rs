@@ -126,6 +126,16 @@ pub enum ConsumeOutcome {
     Unknown,
 }
 
+/// Result of [`Store::release_approval`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReleaseApprovalOutcome {
+    /// The key is pending again: a person can click again.
+    Released,
+    /// The key is not in the state this consumption left it in (someone
+    /// else's decision, expired and gone, or already released): unchanged.
+    NotOurs,
+}
+
 fn approval_key(key: &str) -> String {
     format!("APPROVAL#{key}")
 }
@@ -210,6 +220,42 @@ impl Store {
             Err(e) => match conditional_old(&e) {
                 Some(None) => Ok(ConsumeOutcome::Unknown),
                 Some(Some(old)) => refusal(&pk, old, now),
+                None => Err(call_error("UpdateItem", &pk, e)),
+            },
+        }
+    }
+
+    /// Undo one consumption whose decision never reached Step Functions, so
+    /// the person can click again. Only the exact consumption (same user, same
+    /// time) is undone, never someone else's decision. Safe even when the
+    /// decision did arrive after all: a task token completes only once, and a
+    /// second send is refused by Step Functions as a closed task.
+    pub async fn release_approval(
+        &self,
+        key: &str,
+        user_id: &str,
+        consumed_at: DateTime<Utc>,
+    ) -> Result<ReleaseApprovalOutcome, StoreError> {
+        let pk = approval_key(key);
+        let res = self
+            .client()
+            .update_item()
+            .table_name(self.table())
+            .set_key(Some(Self::key(&pk)))
+            .update_expression("SET #st = :pending REMOVE decision, decided_by, decided_ms")
+            .condition_expression(
+                "attribute_exists(pk) AND #st <> :pending AND decided_by = :u AND decided_ms = :at",
+            )
+            .expression_attribute_names("#st", "status")
+            .expression_attribute_values(":pending", s("pending"))
+            .expression_attribute_values(":u", s(user_id))
+            .expression_attribute_values(":at", ms(consumed_at))
+            .send()
+            .await;
+        match res {
+            Ok(_) => Ok(ReleaseApprovalOutcome::Released),
+            Err(e) => match conditional_old(&e) {
+                Some(_) => Ok(ReleaseApprovalOutcome::NotOurs),
                 None => Err(call_error("UpdateItem", &pk, e)),
             },
         }
