@@ -13,4 +13,17 @@ for line in sys.stdin:
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "paths":
         print(m["executable"])')
 [ -n "$bin" ] || { echo "could not find the paths test binary" >&2; exit 1; }
-exec "$bin" --test-threads=1 "$@"
+# The path tests share one `cargo lambda watch` held in a static, which Rust
+# never drops: stop it (and the functions it started) when the binary is done.
+pidfile=$(mktemp)
+stop_lambdas() {
+  local pid
+  while read -r pid; do
+    kill -TERM "$pid" 2>/dev/null || continue
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL -- "-$pid" 2>/dev/null || true
+  done < "$pidfile"
+  rm -f "$pidfile"
+}
+trap stop_lambdas EXIT
+HANDOVER_LAMBDAS_PIDFILE=$pidfile "$bin" --test-threads=1 "$@"

@@ -71,6 +71,17 @@ impl Lambdas {
         let child = cmd
             .spawn()
             .expect("spawn cargo lambda watch (run `make venv`)");
+        // A Lambdas held in a static is never dropped: whoever runs the test
+        // binary can stop it by the pid written here (scripts/paths.sh does).
+        if let Some(file) = std::env::var_os("HANDOVER_LAMBDAS_PIDFILE") {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(file)
+                .expect("HANDOVER_LAMBDAS_PIDFILE");
+            writeln!(f, "{}", child.id()).expect("write the pid file");
+        }
         let url = format!("http://127.0.0.1:{port}");
         let start = Instant::now();
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
