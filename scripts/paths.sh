@@ -27,3 +27,11 @@ stop_lambdas() {
 }
 trap stop_lambdas EXIT
 HANDOVER_LAMBDAS_PIDFILE=$pidfile "$bin" --test-threads=1 "$@"
+# Every AWS call a function made in these runs (the router logs each with the
+# calling function) must be one that function declares and its role grants.
+calls=$(mktemp)
+.venv/bin/python -c 'import sys, urllib.request
+sys.stdout.write(urllib.request.urlopen(sys.argv[1] + "/_handover/calls").read().decode())' \
+  "${HANDOVER_TEST_AWS_ENDPOINT:?run inside scripts/with-emulator.sh}" > "$calls"
+.venv/bin/python scripts/iam_check.py --observed "$calls"
+rm -f "$calls"

@@ -170,7 +170,29 @@ def caller_of(headers) -> str:
     return m.group(1) if m else ""
 
 
-def action_of(headers, path: str, body: bytes) -> str:
+# REST APIs name the operation by method and path. The calls Handover makes,
+# named as IAM names them (Converse is authorised as bedrock:InvokeModel).
+REST_ACTIONS = [
+    ("route53", "GET", r"^/2013-04-01/healthcheck/[^/]+/status$", "GetHealthCheckStatus"),
+    ("route53", "GET", r"^/2013-04-01/healthcheck/[^/]+$", "GetHealthCheck"),
+    ("route53", "POST", r"^/2013-04-01/healthcheck/[^/]+$", "UpdateHealthCheck"),
+    ("route53", "POST", r"^/2013-04-01/healthcheck$", "CreateHealthCheck"),
+    ("route53", "GET", r"^/2013-04-01/testdnsanswer$", "TestDNSAnswer"),
+    ("route53", "POST", r"^/2013-04-01/hostedzone/[^/]+/rrset/?$", "ChangeResourceRecordSets"),
+    ("route53", "GET", r"^/2013-04-01/hostedzone/[^/]+/rrset/?$", "ListResourceRecordSets"),
+    ("route53", "GET", r"^/2013-04-01/change/[^/]+$", "GetChange"),
+    ("route53", "POST", r"^/2013-04-01/hostedzone$", "CreateHostedZone"),
+    ("route53", "GET", r"^/2013-04-01/hostedzone/[^/]+$", "GetHostedZone"),
+    ("bedrock", "POST", r"^/model/[^/]+/converse$", "InvokeModel"),
+    ("s3", "PUT", r"^/[^/]+/.+$", "PutObject"),
+    ("s3", "GET", r"^/[^/]+/.+$", "GetObject"),
+    ("s3", "HEAD", r"^/[^/]+/.+$", "GetObject"),
+    ("s3", "PUT", r"^/[^/]+/?$", "CreateBucket"),
+    ("s3", "GET", r"^/[^/]+/?$", "ListBucket"),
+]
+
+
+def action_of(headers, path: str, body: bytes, service: str = "", method: str = "") -> str:
     target = headers.get("X-Amz-Target")
     if target:
         return target.split(".")[-1]
@@ -179,7 +201,11 @@ def action_of(headers, path: str, body: bytes) -> str:
         q = urllib.parse.parse_qs(body.decode("utf-8", "replace"))
         if "Action" in q:
             return q["Action"][0]
-    return path.split("?")[0]
+    bare = path.split("?")[0]
+    for svc, verb, pattern, action in REST_ACTIONS:
+        if svc == service and verb == method and re.match(pattern, bare):
+            return action
+    return bare
 
 
 def make_handler(world: World):
@@ -227,7 +253,7 @@ def make_handler(world: World):
             if method == "POST" and path.startswith("/2015-03-31/functions/") and path.endswith("/invocations"):
                 return self._invoke(path, body)
             service, region = service_region(self.headers)
-            action = action_of(self.headers, path, body)
+            action = action_of(self.headers, path, body, service, method)
             caller = caller_of(self.headers)
             target = target_of(self.headers, body)
             with world.lock:
