@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 pub mod app;
 pub mod drill;
+pub mod fixtures;
 pub mod lambdas;
 pub mod logs;
 pub mod world;

@@ -58,3 +58,37 @@ pub async fn handler(
         ))),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use handover::execution::{FenceResult, PromotionResult};
+    use handover_testkit::fixtures::{refused_without, task};
+
+    /// The payloads this task received in a drill (from its execution history).
+    const START: &str = include_str!("../events/start.json");
+    const STATUS: &str = include_str!("../events/status.json");
+
+    #[test]
+    fn the_recorded_events_parse_with_the_step_outputs_they_read() {
+        let start = task(START);
+        assert_eq!(start.mode.as_deref(), Some("start"));
+        start.state.require::<FenceResult>("fence").unwrap();
+        let status = task(STATUS);
+        assert_eq!(status.mode.as_deref(), Some("status"));
+        status
+            .state
+            .require::<PromotionResult>("promotion")
+            .unwrap();
+        assert_eq!(start.execution, status.execution);
+    }
+
+    #[test]
+    fn a_missing_field_is_invalid_input_naming_it() {
+        refused_without(
+            START,
+            "/state/plan/regions/standby/db_instance_id",
+            "plan.regions.standby.db_instance_id",
+        );
+        refused_without(STATUS, "/execution", "execution");
+    }
+}

@@ -43,3 +43,30 @@ pub async fn handler(event: serde_json::Value, deps: &Deps) -> Result<SwitchResu
     };
     Ok(switch(&task.state, &sd, Utc::now).await?)
 }
+
+#[cfg(test)]
+mod tests {
+    use handover::execution::{FenceResult, PromotionResult};
+    use handover_testkit::fixtures::{refused_without, task};
+
+    /// The payload this task received in a drill (from its execution history).
+    const EVENT: &str = include_str!("../events/switch.json");
+
+    #[test]
+    fn the_recorded_event_parses_with_the_step_outputs_it_reads() {
+        let t = task(EVENT);
+        assert!(
+            t.execution.starts_with("arn:aws:states:"),
+            "{}",
+            t.execution
+        );
+        t.state.require::<FenceResult>("fence").unwrap();
+        t.state.require::<PromotionResult>("promotion").unwrap();
+    }
+
+    #[test]
+    fn a_missing_field_is_invalid_input_naming_it() {
+        refused_without(EVENT, "/state/plan/dns/record_name", "plan.dns.record_name");
+        refused_without(EVENT, "/state", "state");
+    }
+}
