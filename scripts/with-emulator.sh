@@ -37,7 +37,7 @@ unset AWS_PROFILE AWS_SESSION_TOKEN
 echo "==> emulator at $endpoint"
 # PostgreSQL for the write canary. Under CI it must start; elsewhere its tests fail with a message.
 if pg_port=$("$root/scripts/postgres.sh" start "$state/pg" 2>"$state/pg.err"); then
-  export HANDOVER_TEST_PG="host=127.0.0.1 port=$pg_port user=handover password=$(cat "$state/pg/password")"
+  export HANDOVER_TEST_PG="host=127.0.0.1 port=$pg_port user=handover password=$(cat "$state/pg/password") ca=$state/pg/tls/ca.pem other_ca=$state/pg/tls/other-ca.pem"
   echo "==> postgres at 127.0.0.1:$pg_port"
 elif [ "${CI:-}" = true ]; then
   echo "PostgreSQL failed to start under CI:" >&2; cat "$state/pg.err" >&2; exit 1

@@ -375,3 +375,18 @@ pub fn test_postgres() -> (u16, String) {
     };
     (field("port").parse().expect("port"), field("password"))
 }
+
+/// The test PostgreSQL's TLS material: the PEM of the CA that signed its
+/// certificate (for `localhost` and 127.0.0.1), and of a CA that did not.
+pub fn test_postgres_cas() -> (String, String) {
+    let spec = std::env::var("HANDOVER_TEST_PG")
+        .expect("HANDOVER_TEST_PG is not set: run through scripts/with-emulator.sh (make test), which starts PostgreSQL");
+    let pem = |k: &str| {
+        let path = spec
+            .split_whitespace()
+            .find_map(|kv| kv.strip_prefix(&format!("{k}=")))
+            .unwrap_or_else(|| panic!("HANDOVER_TEST_PG lacks {k}"));
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    };
+    (pem("ca"), pem("other_ca"))
+}

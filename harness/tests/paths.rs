@@ -143,6 +143,7 @@ async fn start(w: &World, lag: f64, tweak: impl FnOnce(&mut Plan)) -> Run {
         secret_arn: put_db_secret(aws, &plan.regions.standby.region, "handover", &password).await,
         table: "handover_canary".into(),
         require_tls: false,
+        ca_secret_arn: None,
     };
     tweak(&mut plan);
     plan.validate().unwrap();

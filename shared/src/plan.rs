@@ -215,6 +215,11 @@ pub enum Canary {
         /// Require TLS (on in AWS; off for a local PostgreSQL).
         #[serde(default = "default_true")]
         require_tls: bool,
+        /// Secret whose SecretString is the PEM bundle of the CA to trust
+        /// (for RDS, the Region's bundle from the RDS documentation).
+        /// Required when `require_tls` is true.
+        #[serde(default)]
+        ca_secret_arn: Option<String>,
     },
     /// HTTP POST to an app endpoint that performs a write.
     Http {
@@ -678,9 +683,20 @@ impl Plan {
                 secret_arn,
                 table,
                 port,
-                ..
+                require_tls,
+                ca_secret_arn,
             } => {
                 non_empty(host, "canary.postgres.host")?;
+                match (require_tls, ca_secret_arn) {
+                    (true, None) => {
+                        return bad(
+                            "canary.postgres.ca_secret_arn",
+                            "required when require_tls is true: RDS certificates chain to the Amazon RDS CA, which no system store holds",
+                        );
+                    }
+                    (_, Some(arn)) => non_empty(arn, "canary.postgres.ca_secret_arn")?,
+                    (false, None) => {}
+                }
                 non_empty(database, "canary.postgres.database")?;
                 non_empty(secret_arn, "canary.postgres.secret_arn")?;
                 if *port == 0 {

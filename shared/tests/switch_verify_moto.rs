@@ -11,7 +11,7 @@ use handover::failover::verify::{Backoff, VerifyDeps, verify};
 use handover::plan::{ArcEndpoint, Canary, Plan, SwitchMode, WriterEndpoint};
 use handover_testkit::app::App;
 use handover_testkit::world::{
-    provision_dns, put_db_secret, run_state, test_postgres, unique_plan,
+    provision_dns, put_db_secret, run_state, test_postgres, test_postgres_cas, unique_plan,
 };
 use handover_testkit::{aws, control};
 use serde_json::json;
@@ -275,6 +275,7 @@ async fn verify_plan(aws: &Aws, database: &str) -> (Plan, App) {
         secret_arn: secret,
         table: "handover_canary".into(),
         require_tls: false,
+        ca_secret_arn: None,
     };
     plan.timings.verify_deadline_s = 3;
     control("health", json!({ &plan.regions.primary.health_check_id: false, &plan.regions.standby.health_check_id: true })).await;
@@ -355,4 +356,59 @@ async fn verify_fails_when_dns_still_answers_p() {
     let err = run_verify(&aws, &plan).await.unwrap_err();
     assert_eq!(err.error_name(), ErrorName::VerifyFailed);
     assert!(err.to_string().contains("p-alb"), "{err}");
+}
+
+/// The canary over TLS to the real PostgreSQL, trusting the CA in `ca_pem`.
+async fn tls_canary(aws: &Aws, host: &str, ca_pem: &str) -> Result<String, String> {
+    let region = "ap-northeast-1";
+    let (port, password) = test_postgres();
+    let ca = aws
+        .secrets(region)
+        .await
+        .create_secret()
+        .name(handover_testkit::unique("rds-ca"))
+        .secret_string(ca_pem)
+        .send()
+        .await
+        .unwrap()
+        .arn
+        .unwrap();
+    let canary = Canary::Postgres {
+        host: host.into(),
+        port,
+        database: "handover".into(),
+        secret_arn: put_db_secret(aws, region, "handover", &password).await,
+        table: "handover_canary".into(),
+        require_tls: true,
+        ca_secret_arn: Some(ca),
+    };
+    let secrets = SecretsManager::new(aws, region).await;
+    handover::failover::canary::write_once(
+        &canary,
+        &secrets,
+        &reqwest::Client::new(),
+        "shop-ap-northeast-2-20261130T141155Z",
+        Duration::from_secs(5),
+    )
+    .await
+    .map(|w| w.detail)
+}
+
+#[tokio::test]
+async fn the_canary_writes_over_tls_trusting_only_the_plans_ca() {
+    let aws = aws();
+    let (ca, other) = test_postgres_cas();
+    for host in ["localhost", "127.0.0.1"] {
+        let detail = tls_canary(&aws, host, &ca).await.unwrap();
+        assert!(detail.contains("INSERT INTO handover_canary"), "{detail}");
+    }
+    // A server whose certificate another CA signed is refused before any SQL.
+    let err = tls_canary(&aws, "localhost", &other).await.unwrap_err();
+    assert!(err.starts_with("connect:"), "{err}");
+    assert!(err.contains("certificate"), "{err}");
+    // A CA secret that holds no certificate is named.
+    let err = tls_canary(&aws, "localhost", "{\"not\": \"a pem\"}")
+        .await
+        .unwrap_err();
+    assert!(err.contains("no PEM certificate"), "{err}");
 }

@@ -5,6 +5,7 @@
 //! canary table and reads it back. Kind `http` POSTs to an app endpoint that
 //! writes. Either way, one attempt is one call; verify retries.
 
+use super::pg_tls::RustlsConnect;
 use crate::adapters::{AwsError, call_error};
 use crate::aws::Aws;
 use crate::plan::Canary;
@@ -101,12 +102,21 @@ pub async fn write_once<S: Secrets>(
             secret_arn,
             table,
             require_tls,
+            ca_secret_arn,
         } => {
-            if *require_tls {
-                return Err("canary.postgres.require_tls is true, but this build connects without TLS; \
-                            set require_tls to false only on a private network, or use an http canary"
-                    .into());
-            }
+            let tls = match (require_tls, ca_secret_arn) {
+                (true, Some(arn)) => {
+                    let pem = secrets
+                        .secret_string(arn)
+                        .await
+                        .map_err(|e| crate::error::chain(&e))?;
+                    Some(RustlsConnect::trusting(&pem).map_err(|e| format!("{arn}: {e}"))?)
+                }
+                (true, None) => {
+                    return Err("canary.postgres.require_tls is true but no ca_secret_arn names the CA to trust".into());
+                }
+                (false, _) => None,
+            };
             let secret = secrets
                 .secret_string(secret_arn)
                 .await
@@ -116,7 +126,7 @@ pub async fn write_once<S: Secrets>(
             })?;
             tokio::time::timeout(
                 budget,
-                postgres(host, *port, database, &creds, table, incident),
+                postgres(host, *port, database, &creds, table, incident, tls),
             )
             .await
             .map_err(|_| {
@@ -159,6 +169,7 @@ async fn postgres(
     creds: &DbCredentials,
     table: &str,
     incident: &str,
+    tls: Option<RustlsConnect>,
 ) -> Result<Written, String> {
     let mut config = tokio_postgres::Config::new();
     config
@@ -169,11 +180,22 @@ async fn postgres(
         .password(&creds.password)
         .application_name("handover-canary")
         .connect_timeout(Duration::from_secs(5));
-    let (client, connection) = config
-        .connect(tokio_postgres::NoTls)
-        .await
-        .map_err(|e| format!("connect: {}", crate::error::chain(&e)))?;
-    let conn = tokio::spawn(connection);
+    let connect_error = |e: tokio_postgres::Error| format!("connect: {}", crate::error::chain(&e));
+    let (client, conn) = match tls {
+        Some(tls) => {
+            config.ssl_mode(tokio_postgres::config::SslMode::Require);
+            let (client, connection) = config.connect(tls).await.map_err(connect_error)?;
+            (client, tokio::spawn(connection))
+        }
+        None => {
+            config.ssl_mode(tokio_postgres::config::SslMode::Disable);
+            let (client, connection) = config
+                .connect(tokio_postgres::NoTls)
+                .await
+                .map_err(connect_error)?;
+            (client, tokio::spawn(connection))
+        }
+    };
     let result = async {
         let row = client.query_one("SELECT pg_is_in_recovery()", &[]).await.map_err(|e| format!("pg_is_in_recovery: {e}"))?;
         let in_recovery: bool = row.get(0);

@@ -4,6 +4,7 @@
 
 pub mod canary;
 pub mod fence;
+pub mod pg_tls;
 pub mod promote;
 pub mod switch;
 pub mod verify;

@@ -241,6 +241,16 @@ fn invalid_values_are_named_by_path() {
             "plan.report.bucket: must not be empty",
         ),
         (
+            "canary.postgres.ca_secret_arn",
+            json!(null),
+            "plan.canary.postgres.ca_secret_arn: required when require_tls is true",
+        ),
+        (
+            "canary.postgres.ca_secret_arn",
+            json!(""),
+            "plan.canary.postgres.ca_secret_arn: must not be empty",
+        ),
+        (
             "explain.model_id",
             json!(" "),
             "plan.explain.model_id: must not be empty",
