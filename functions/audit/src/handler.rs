@@ -6,6 +6,7 @@ use handover::aws::Aws;
 use handover::config::required;
 use handover::error::{ErrorName, FunctionError, parse_event};
 use handover::report::audit::{AuditDeps, AuditOutcome, ExecutionStatusChange, audit};
+use handover::report::reaudit::{RDS_DETAIL_TYPE, RdsInstanceEvent, after_backup};
 use handover::report::sources::SfnHistory;
 use handover::slack::api::SlackApi;
 use handover::slack::secrets::SecretsManager;
@@ -39,9 +40,13 @@ impl Deps {
     }
 }
 
-/// One status change. Anything but a Step Functions status-change event is
-/// `Handover.InvalidInput`; a non-terminal status is skipped.
+/// A Step Functions status change (the audit), or RDS's "backup finished"
+/// for the new primary (the re-audit that fills in the conservative RTO).
+/// Any other event is `Handover.InvalidInput`; a non-terminal status is skipped.
 pub async fn handler(event: serde_json::Value, deps: &Deps) -> Result<AuditOutcome, FunctionError> {
+    if event.get("source").and_then(serde_json::Value::as_str) == Some("aws.rds") {
+        return backup_finished(event, deps).await;
+    }
     let event: EventBridgeEvent<ExecutionStatusChange> =
         parse_event("execution status change event", event)?;
     if event.source != "aws.states" || event.detail_type != DETAIL_TYPE {
@@ -54,6 +59,21 @@ pub async fn handler(event: serde_json::Value, deps: &Deps) -> Result<AuditOutco
     let history = SfnHistory::new(&deps.audit.aws, &region).await;
     let (outcome, _report) = audit(&deps.audit, &history, &event.detail, Utc::now()).await?;
     Ok(outcome)
+}
+
+async fn backup_finished(
+    event: serde_json::Value,
+    deps: &Deps,
+) -> Result<AuditOutcome, FunctionError> {
+    let event: EventBridgeEvent<RdsInstanceEvent> = parse_event("RDS instance event", event)?;
+    if event.detail_type != RDS_DETAIL_TYPE {
+        return Err(FunctionError::invalid_input(format!(
+            "expected detail-type {RDS_DETAIL_TYPE:?} from aws.rds; got {:?}",
+            event.detail_type
+        )));
+    }
+    let history = SfnHistory::new(&deps.audit.aws, &deps.region).await;
+    Ok(after_backup(&deps.audit, &history, &event.detail, Utc::now()).await?)
 }
 
 #[cfg(test)]

@@ -100,9 +100,10 @@ impl Classify for AuditError {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum AuditOutcome {
-    /// Not a terminal status: nothing to do.
+    /// Nothing to audit: a non-terminal status, or a backup event with
+    /// nothing to fill in.
     Skipped {
-        /// The status seen.
+        /// The status seen, or why nothing was done.
         status: String,
     },
     /// Report written, lock released.

@@ -29,6 +29,7 @@ pub mod model;
 pub mod numbers;
 pub mod output;
 pub mod postcheck;
+pub mod reaudit;
 pub mod render;
 pub mod sources;
 

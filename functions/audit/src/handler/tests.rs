@@ -423,3 +423,125 @@ async fn a_running_status_is_skipped_and_bad_events_are_invalid_input() {
         "nothing released"
     );
 }
+
+const BACKUP_FINISHED: &str = include_str!("../../events/backup-finished.json");
+
+/// RDS's "Finished DB Instance backup" for `instance`.
+fn backup_event(instance: &str, event_id: &str) -> Value {
+    let mut e: Value = serde_json::from_str(BACKUP_FINISHED).unwrap();
+    e["detail"]["SourceIdentifier"] = json!(instance);
+    e["detail"]["EventID"] = json!(event_id);
+    e
+}
+
+#[tokio::test]
+async fn the_new_primarys_first_backup_fills_in_the_conservative_rto_once() {
+    let w = world().await;
+    let arn = run(&w, false).await;
+    let (p, s) = (&w.plan.regions.primary, &w.plan.regions.standby);
+    // The primary record as the run left it: S at epoch 2, promoted by `arn`.
+    let store = &w.deps.audit.store;
+    let now = Utc::now();
+    store
+        .init_primary(&p.region, &p.db_instance_id, now)
+        .await
+        .unwrap();
+    store.begin_fencing(1, &arn, &s.region, now).await.unwrap();
+    store
+        .claim_promotion(1, &arn, (4.0, now), now)
+        .await
+        .unwrap();
+    store
+        .complete_promotion(1, &arn, &s.region, &s.db_instance_id, now)
+        .await
+        .unwrap();
+
+    handler(event(&arn, &w.incident, "SUCCEEDED"), &w.deps)
+        .await
+        .unwrap();
+    let first = stored_report(&w).await;
+    assert_eq!(
+        first.numbers.conservative_rto.status,
+        handover::report::Status::Pending,
+        "moto's promoted replica has no backup yet: {:?}",
+        first.numbers.conservative_rto
+    );
+
+    // Backups of other instances, and other RDS events, change nothing.
+    for (e, why) in [
+        (
+            backup_event("some-other-db", "RDS-EVENT-0002"),
+            "is not the primary",
+        ),
+        (
+            backup_event(&s.db_instance_id, "RDS-EVENT-0001"),
+            "is not a finished backup",
+        ),
+    ] {
+        let AuditOutcome::Skipped { status } = handler(e, &w.deps).await.unwrap() else {
+            panic!("not skipped: {why}")
+        };
+        assert!(status.contains(why), "{status}");
+    }
+    assert_eq!(w.slack.messages().len(), 1);
+
+    // RDS finishes the new primary's first automated backup. moto takes one
+    // only when an instance is created, so S's instance is created again
+    // under the same identifier (what the audit reads is moto's own answer).
+    let rds = w.deps.audit.aws.rds(&s.region).await;
+    rds.delete_db_instance()
+        .db_instance_identifier(&s.db_instance_id)
+        .skip_final_snapshot(true)
+        .send()
+        .await
+        .expect("delete in moto");
+    rds.create_db_instance()
+        .db_instance_identifier(&s.db_instance_id)
+        .db_instance_class("db.t3.micro")
+        .engine("postgres")
+        .master_username("handover")
+        .master_user_password("not-a-real-password")
+        .allocated_storage(20)
+        .backup_retention_period(7)
+        .send()
+        .await
+        .expect("create in moto, with its automated backup");
+
+    let out = handler(backup_event(&s.db_instance_id, "RDS-EVENT-0002"), &w.deps)
+        .await
+        .unwrap();
+    assert!(matches!(out, AuditOutcome::Audited { .. }), "{out:?}");
+    let second = stored_report(&w).await;
+    let c = &second.numbers.conservative_rto;
+    assert_eq!(c.status, handover::report::Status::Pass, "{c:?}");
+    assert!(c.value_s.is_some_and(|v| v > 0.0), "{c:?}");
+    assert_eq!(second.numbers.write_rto, first.numbers.write_rto);
+    assert_eq!(w.slack.messages().len(), 2, "the updated summary is posted");
+
+    // The next backup (tomorrow's) finds the number already there.
+    let AuditOutcome::Skipped { status } =
+        handler(backup_event(&s.db_instance_id, "RDS-EVENT-0002"), &w.deps)
+            .await
+            .unwrap()
+    else {
+        panic!("re-audited twice")
+    };
+    assert!(
+        status.contains("already has its conservative RTO"),
+        "{status}"
+    );
+    assert_eq!(w.slack.messages().len(), 2);
+
+    // An RDS event without its instance is refused.
+    let mut bad = backup_event(&s.db_instance_id, "RDS-EVENT-0002");
+    bad["detail"]
+        .as_object_mut()
+        .unwrap()
+        .remove("SourceIdentifier");
+    let err = handler(bad, &w.deps).await.unwrap_err();
+    assert_eq!(err.name, ErrorName::InvalidInput);
+    let mut wrong = backup_event(&s.db_instance_id, "RDS-EVENT-0002");
+    wrong["detail-type"] = json!("RDS DB Snapshot Event");
+    let err = handler(wrong, &w.deps).await.unwrap_err();
+    assert_eq!(err.name, ErrorName::InvalidInput);
+}

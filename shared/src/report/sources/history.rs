@@ -139,6 +139,45 @@ pub fn from_sdk(e: &aws_sdk_sfn::types::HistoryEvent) -> HistoryEvent {
     }
 }
 
+/// One execution's status and input (states:DescribeExecution).
+pub trait ExecutionLookup {
+    /// The execution as a status change (its current status), and its input.
+    fn describe(
+        &self,
+        execution_arn: &str,
+    ) -> impl std::future::Future<
+        Output = Result<(crate::report::audit::ExecutionStatusChange, String), AwsError>,
+    > + Send;
+}
+
+impl ExecutionLookup for SfnHistory {
+    #[instrument(skip(self), fields(region = %self.region))]
+    async fn describe(
+        &self,
+        execution_arn: &str,
+    ) -> Result<(crate::report::audit::ExecutionStatusChange, String), AwsError> {
+        let out = self
+            .client
+            .describe_execution()
+            .execution_arn(execution_arn)
+            .send()
+            .await
+            .map_err(|e| call_error("states", "DescribeExecution", &self.region, e))?;
+        let ms = |t: &aws_smithy_types::DateTime| t.to_millis().ok();
+        let status = crate::report::audit::ExecutionStatusChange {
+            execution_arn: out.execution_arn().to_owned(),
+            state_machine_arn: out.state_machine_arn().to_owned(),
+            name: out.name().unwrap_or_default().to_owned(),
+            status: out.status().as_str().to_owned(),
+            start_date: ms(out.start_date()),
+            stop_date: out.stop_date().and_then(ms),
+            error: out.error().map(str::to_owned),
+            cause: out.cause().map(str::to_owned),
+        };
+        Ok((status, out.input().unwrap_or_default().to_owned()))
+    }
+}
+
 impl ExecutionHistory for SfnHistory {
     #[instrument(skip(self), fields(region = %self.region))]
     async fn page(

@@ -3,7 +3,9 @@
 //! | trait | IAM action(s) |
 //! |---|---|
 //! | [`ExecutionHistory`] | states:GetExecutionHistory |
+//! | [`ExecutionLookup`] | states:DescribeExecution |
 //! | [`ReportStore`] | s3:PutObject |
+//! | [`ReportReader`] | s3:GetObject |
 //! | [`BackupHistory`] | rds:DescribeEvents, rds:DescribeDBSnapshots |
 //! | [`ParameterReader`] | ssm:GetParameter |
 //! | [`SecretUsernames`] | secretsmanager:GetSecretValue (only the username is kept) |
@@ -16,9 +18,11 @@ mod rds;
 mod s3;
 
 pub use config::{ParameterReader, SecretUsernames, SecretsManagerUsernames, SsmParameters};
-pub use history::{ExecutionHistory, HistoryPage, PAGE_SIZE, SfnHistory, fold_history, from_sdk};
+pub use history::{
+    ExecutionHistory, ExecutionLookup, HistoryPage, PAGE_SIZE, SfnHistory, fold_history, from_sdk,
+};
 pub use rds::BackupHistory;
-pub use s3::{ReportStore, S3Reports};
+pub use s3::{ReportReader, ReportStore, S3Reports};
 
 use super::postcheck::{Observed, RunContext};
 use crate::adapters::AwsError;

@@ -1,4 +1,4 @@
-//! Storing report files (s3:PutObject).
+//! Storing report files (s3:PutObject) and reading one back (s3:GetObject).
 
 use crate::adapters::{AwsError, call_error};
 use crate::aws::Aws;
@@ -14,6 +14,16 @@ pub trait ReportStore {
         body: Vec<u8>,
         content_type: &str,
     ) -> impl std::future::Future<Output = Result<(), AwsError>> + Send;
+}
+
+/// Read a stored report file (s3:GetObject).
+pub trait ReportReader {
+    /// The object's bytes; `Ok(None)` when there is no such key.
+    fn get(
+        &self,
+        bucket: &str,
+        key: &str,
+    ) -> impl std::future::Future<Output = Result<Option<Vec<u8>>, AwsError>> + Send;
 }
 
 /// S3 in one Region.
@@ -52,5 +62,32 @@ impl ReportStore for S3Reports {
             .await
             .map_err(|e| call_error("s3", "PutObject", &self.region, e))?;
         Ok(())
+    }
+}
+
+impl ReportReader for S3Reports {
+    #[instrument(skip(self), fields(region = %self.region))]
+    async fn get(&self, bucket: &str, key: &str) -> Result<Option<Vec<u8>>, AwsError> {
+        let out = match self
+            .client
+            .get_object()
+            .bucket(bucket)
+            .key(key)
+            .send()
+            .await
+        {
+            Ok(out) => out,
+            Err(e) if e.as_service_error().is_some_and(|se| se.is_no_such_key()) => {
+                return Ok(None);
+            }
+            Err(e) => return Err(call_error("s3", "GetObject", &self.region, e)),
+        };
+        let body = out.body.collect().await.map_err(|e| AwsError::Shape {
+            service: "s3",
+            op: "GetObject",
+            region: self.region.clone(),
+            problem: format!("reading the body: {e}"),
+        })?;
+        Ok(Some(body.into_bytes().to_vec()))
     }
 }
