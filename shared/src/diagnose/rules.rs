@@ -233,6 +233,14 @@ pub fn assess(plan: &Plan, snap: &Snapshot) -> Diagnosis {
         if rpo_over_target {
             reasons.push("approval must acknowledge possible data loss".into());
         }
+        // Whichever rule set the risk, an S with nothing healthy behind its
+        // load balancer is worth saying before traffic moves there.
+        if !s_empty_groups.is_empty() {
+            reasons.push(format!(
+                "S's target group(s) {} have no healthy targets: scale S's app before traffic moves",
+                s_empty_groups.join(", ")
+            ));
+        }
         (Action::FailOver, risk, rule)
     };
 

@@ -446,6 +446,27 @@ fn target_groups_are_evidence_and_move_the_hypotheses() {
         missing.hypotheses
     );
 
+    // S's empty group is a reason even when another rule sets the risk.
+    let both = rules::assess(
+        &plan,
+        &Snapshot {
+            s_targets: vec![tg("ap-northeast-1", "shop-s-web", Ok((0, 1)))],
+            ..down(300.0)
+        },
+    );
+    assert!(
+        both.risk_rule.starts_with("rpo_over_target"),
+        "{}",
+        both.risk_rule
+    );
+    assert!(
+        both.reasons
+            .iter()
+            .any(|r| r.contains("shop-s-web have no healthy targets")),
+        "{:?}",
+        both.reasons
+    );
+
     // No target groups named: nothing about load balancers is claimed.
     let none = rules::assess(&plan, &down(5.0));
     assert!(!none.evidence.iter().any(|e| e.source.starts_with("elbv2:")));
