@@ -136,15 +136,35 @@ pub struct AuditDeps {
     pub slack: Option<(SlackApi, SecretsManager)>,
 }
 
+/// Why the audit runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger {
+    /// The execution reached a terminal status.
+    RunEnded,
+    /// The new primary's first backup finished: the report is rewritten
+    /// with the conservative RTO (see [`super::reaudit`]).
+    FirstBackup,
+}
+
 /// Post the summary; a failure is logged and reported, never fatal.
 async fn post_summary(
     deps: &AuditDeps,
     plan: &crate::plan::Plan,
     report: &Report,
     location: &str,
+    trigger: Trigger,
 ) -> Option<String> {
     let (api, secrets) = deps.slack.as_ref()?;
-    let (text, blocks) = render::slack_summary(report, location);
+    let (mut text, mut blocks) = render::slack_summary(report, location);
+    if trigger == Trigger::FirstBackup {
+        // Nobody should read this as a second failover.
+        text = format!("Updated report: {text}");
+        blocks.insert(
+            0,
+            serde_json::json!({"type": "context", "elements": [{"type": "mrkdwn",
+                "text": "*Updated report.* The new primary's first backup finished, so the conservative RTO is now measured. Nothing else ran."}]}),
+        );
+    }
     let result = async {
         let token = secrets
             .read(&plan.slack.bot_token_secret_arn)
@@ -170,6 +190,17 @@ pub async fn audit<H: ExecutionHistory>(
     history: &H,
     event: &ExecutionStatusChange,
     now: DateTime<Utc>,
+) -> Result<(AuditOutcome, Option<Report>), AuditError> {
+    audit_for(deps, history, event, now, Trigger::RunEnded).await
+}
+
+/// [`audit`], saying why it runs (the Slack summary says so).
+pub async fn audit_for<H: ExecutionHistory>(
+    deps: &AuditDeps,
+    history: &H,
+    event: &ExecutionStatusChange,
+    now: DateTime<Utc>,
+    trigger: Trigger,
 ) -> Result<(AuditOutcome, Option<Report>), AuditError> {
     if !event.is_terminal() {
         info!(status = %event.status, execution = %event.execution_arn, "not a terminal status; nothing to audit");
@@ -229,7 +260,7 @@ pub async fn audit<H: ExecutionHistory>(
         i64::try_from(plan.timings.cooldown_s).unwrap_or(i64::MAX / 1000),
     );
     let location = format!("s3://{}/{prefix}report.html", plan.report.bucket);
-    let slack = post_summary(deps, plan, &report, &location).await;
+    let slack = post_summary(deps, plan, &report, &location, trigger).await;
     let lock = deps
         .store
         .release_lock(&input.incident_id, now, cooldown)

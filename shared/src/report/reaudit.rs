@@ -11,7 +11,7 @@
 //! ones afterwards, changes nothing.
 
 use super::ReportError;
-use super::audit::{AuditDeps, AuditError, AuditOutcome, audit};
+use super::audit::{AuditDeps, AuditError, AuditOutcome, Trigger, audit_for};
 use super::model::{Report, Status};
 use super::sources::{ExecutionHistory, ExecutionLookup, ReportReader, S3Reports};
 use crate::execution::ExecutionInput;
@@ -101,6 +101,6 @@ pub async fn after_backup<H: ExecutionHistory + ExecutionLookup + Sync>(
         }
     }
     info!(incident = %input.incident_id, execution, instance = %event.source_identifier, "first backup of the new primary: re-auditing");
-    let (outcome, _) = audit(deps, history, &status, now).await?;
+    let (outcome, _) = audit_for(deps, history, &status, now, Trigger::FirstBackup).await?;
     Ok(outcome)
 }

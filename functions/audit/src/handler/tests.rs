@@ -516,7 +516,11 @@ async fn the_new_primarys_first_backup_fills_in_the_conservative_rto_once() {
     assert_eq!(c.status, handover::report::Status::Pass, "{c:?}");
     assert!(c.value_s.is_some_and(|v| v > 0.0), "{c:?}");
     assert_eq!(second.numbers.write_rto, first.numbers.write_rto);
-    assert_eq!(w.slack.messages().len(), 2, "the updated summary is posted");
+    let msgs = w.slack.messages();
+    assert_eq!(msgs.len(), 2, "the updated summary is posted");
+    let update = msgs[1].body.to_string();
+    assert!(update.contains("*Updated report.*"), "{update}");
+    assert!(!msgs[0].body.to_string().contains("Updated report"));
 
     // The next backup (tomorrow's) finds the number already there.
     let AuditOutcome::Skipped { status } =
