@@ -6,10 +6,18 @@ use handover::error::ErrorName;
 use handover::execution::TaskInput;
 use serde_json::Value;
 
-/// Parse a task fixture; panics with the reason when it does not parse.
+/// Parse a task fixture; panics with the reason when it does not parse or
+/// does not name a Step Functions execution.
 pub fn task(json: &str) -> TaskInput {
     let event: Value = serde_json::from_str(json).expect("fixture is JSON");
-    TaskInput::from_event(event).unwrap_or_else(|e| panic!("fixture refused: {}", e.message))
+    let task =
+        TaskInput::from_event(event).unwrap_or_else(|e| panic!("fixture refused: {}", e.message));
+    assert!(
+        task.execution.starts_with("arn:aws:states:"),
+        "not an execution ARN: {}",
+        task.execution
+    );
+    task
 }
 
 /// The fixture without the field at JSON `pointer` is `Handover.InvalidInput`

@@ -86,29 +86,33 @@ pub async fn control(path: &str, body: serde_json::Value) -> serde_json::Value {
         .expect("router control answer")
 }
 
-/// The Converse requests the router's Bedrock stand-in has seen for `model_id`.
-pub async fn converse_requests(model_id: &str) -> Vec<serde_json::Value> {
-    let url = format!("{}/_handover/model", endpoint());
-    let seen: serde_json::Value = reqwest::get(url)
+/// GET a router control document (`calls`, `model`).
+async fn router_get(path: &str) -> serde_json::Value {
+    let url = format!("{}/_handover/{path}", endpoint());
+    reqwest::get(url)
         .await
-        .expect("router model log")
+        .unwrap_or_else(|e| panic!("router {path}: {e}"))
         .json()
         .await
-        .expect("json");
-    seen[model_id].as_array().cloned().unwrap_or_default()
+        .unwrap_or_else(|e| panic!("router {path} is not JSON: {e}"))
+}
+
+/// The Converse requests the router's Bedrock stand-in has seen for `model_id`.
+pub async fn converse_requests(model_id: &str) -> Vec<serde_json::Value> {
+    router_get("model").await[model_id]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
 }
 
 /// Every call the router has seen, as it logged them (service, region,
 /// action, target, caller).
 pub async fn call_log() -> Vec<serde_json::Value> {
-    let url = format!("{}/_handover/calls", endpoint());
-    let v: serde_json::Value = reqwest::get(url)
+    router_get("calls")
         .await
-        .expect("router calls")
-        .json()
-        .await
-        .expect("json");
-    v.as_array().cloned().unwrap_or_default()
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
 }
 
 /// How many times the router saw `action` naming `target` (e.g. an RDS identifier).

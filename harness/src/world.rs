@@ -8,24 +8,13 @@ use handover::plan::Plan;
 /// Returns P's instance ARN.
 pub async fn provision_databases(aws: &Aws, plan: &Plan) -> String {
     let (p, s) = (&plan.regions.primary, &plan.regions.standby);
-    let p_rds = aws.rds(&p.region).await;
-    let primary = p_rds
-        .create_db_instance()
-        .db_instance_identifier(&p.db_instance_id)
-        .db_instance_class("db.t3.micro")
-        .engine("postgres")
-        .master_username("handover")
-        .master_user_password("not-a-real-password")
-        .allocated_storage(20)
-        .backup_retention_period(7)
-        .vpc_security_group_ids("sg-0app000000000000p")
-        .send()
-        .await
-        .expect("create P's primary in moto");
-    let arn = primary
-        .db_instance
-        .and_then(|d| d.db_instance_arn)
-        .expect("primary has an ARN");
+    let arn = create_instance(
+        aws,
+        &p.region,
+        &p.db_instance_id,
+        Some("sg-0app000000000000p"),
+    )
+    .await;
     aws.rds(&s.region)
         .await
         .create_db_instance_read_replica()
@@ -37,6 +26,33 @@ pub async fn provision_databases(aws: &Aws, plan: &Plan) -> String {
         .await
         .expect("create S's cross-Region replica in moto");
     arn
+}
+
+/// A standalone PostgreSQL instance `id` in `region` with 7 days of backups;
+/// moto takes its first automated backup as it creates it. Returns its ARN.
+pub async fn create_instance(
+    aws: &Aws,
+    region: &str,
+    id: &str,
+    security_group: Option<&str>,
+) -> String {
+    aws.rds(region)
+        .await
+        .create_db_instance()
+        .db_instance_identifier(id)
+        .db_instance_class("db.t3.micro")
+        .engine("postgres")
+        .master_username("handover")
+        .master_user_password("not-a-real-password")
+        .allocated_storage(20)
+        .backup_retention_period(7)
+        .set_vpc_security_group_ids(security_group.map(|g| vec![g.to_owned()]))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("create {id} in moto: {e:?}"))
+        .db_instance
+        .and_then(|d| d.db_instance_arn)
+        .expect("the instance has an ARN")
 }
 
 /// Publish a ReplicaLag sample for `db_instance_id` in `region` at `at`.
@@ -366,27 +382,27 @@ pub async fn put_db_secret(aws: &Aws, region: &str, username: &str, password: &s
 
 /// `HANDOVER_TEST_PG` parsed: (port, password). Panics with a clear message when absent.
 pub fn test_postgres() -> (u16, String) {
+    (
+        test_pg_field("port").parse().expect("port"),
+        test_pg_field("password"),
+    )
+}
+
+/// One `key=value` of HANDOVER_TEST_PG (set by scripts/with-emulator.sh).
+fn test_pg_field(key: &str) -> String {
     let spec = std::env::var("HANDOVER_TEST_PG")
         .expect("HANDOVER_TEST_PG is not set: run through scripts/with-emulator.sh (make test), which starts PostgreSQL");
-    let field = |k: &str| {
-        spec.split_whitespace()
-            .find_map(|kv| kv.strip_prefix(&format!("{k}=")).map(str::to_owned))
-            .unwrap_or_else(|| panic!("HANDOVER_TEST_PG lacks {k}"))
-    };
-    (field("port").parse().expect("port"), field("password"))
+    spec.split_whitespace()
+        .find_map(|kv| kv.strip_prefix(&format!("{key}=")).map(str::to_owned))
+        .unwrap_or_else(|| panic!("HANDOVER_TEST_PG lacks {key}"))
 }
 
 /// The test PostgreSQL's TLS material: the PEM of the CA that signed its
 /// certificate (for `localhost` and 127.0.0.1), and of a CA that did not.
 pub fn test_postgres_cas() -> (String, String) {
-    let spec = std::env::var("HANDOVER_TEST_PG")
-        .expect("HANDOVER_TEST_PG is not set: run through scripts/with-emulator.sh (make test), which starts PostgreSQL");
-    let pem = |k: &str| {
-        let path = spec
-            .split_whitespace()
-            .find_map(|kv| kv.strip_prefix(&format!("{k}=")))
-            .unwrap_or_else(|| panic!("HANDOVER_TEST_PG lacks {k}"));
-        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    let pem = |key: &str| {
+        let path = test_pg_field(key);
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
     };
     (pem("ca"), pem("other_ca"))
 }

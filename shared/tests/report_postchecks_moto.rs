@@ -8,7 +8,7 @@ use handover::plan::{Dependency, Plan};
 use handover::report::postcheck::{PostChecks, evaluate};
 use handover::report::sources::{CheckSources, SecretsManagerUsernames, SsmParameters, observe};
 use handover::report::{RunContext, Severity};
-use handover_testkit::world::{provision_databases, unique_plan};
+use handover_testkit::world::{create_instance, provision_databases, unique_plan};
 use handover_testkit::{aws, unique};
 
 const FENCE_P: &str = "sg-0fence0000000000p";
@@ -158,18 +158,13 @@ async fn backups_pending_then_off_then_done() {
     let mut fresh = plan.clone();
     fresh.regions.standby.db_instance_id = unique("s-new");
     let before = Utc::now() - Duration::seconds(5);
-    s_rds
-        .create_db_instance()
-        .db_instance_identifier(&fresh.regions.standby.db_instance_id)
-        .db_instance_class("db.t3.micro")
-        .engine("postgres")
-        .master_username("handover")
-        .master_user_password("not-a-real-password")
-        .allocated_storage(20)
-        .backup_retention_period(7)
-        .send()
-        .await
-        .expect("create a standalone instance with a backup in moto");
+    create_instance(
+        &aws,
+        &fresh.regions.standby.region,
+        &fresh.regions.standby.db_instance_id,
+        None,
+    )
+    .await;
     let c = checks(&aws, &fresh, promoted_at(before)).await;
     assert_eq!(severity(&c, "backups"), Severity::Ok, "{:?}", c.findings);
     let first = c.first_backup.expect("first backup");

@@ -9,7 +9,7 @@ use handover::report::Report;
 use handover::slack::api::RetryPolicy;
 use handover::slack::stand_in::SlackStandIn;
 use handover::store::lock::{AcquireOutcome, ReleaseOutcome};
-use handover_testkit::world::{provision_databases, unique_plan};
+use handover_testkit::world::{create_instance, provision_databases, unique_plan};
 use handover_testkit::{TEST_REGION, aws, fresh_store, unique};
 use serde_json::{Value, json};
 
@@ -495,17 +495,7 @@ async fn the_new_primarys_first_backup_fills_in_the_conservative_rto_once() {
         .send()
         .await
         .expect("delete in moto");
-    rds.create_db_instance()
-        .db_instance_identifier(&s.db_instance_id)
-        .db_instance_class("db.t3.micro")
-        .engine("postgres")
-        .master_username("handover")
-        .master_user_password("not-a-real-password")
-        .allocated_storage(20)
-        .backup_retention_period(7)
-        .send()
-        .await
-        .expect("create in moto, with its automated backup");
+    create_instance(&w.deps.audit.aws, &s.region, &s.db_instance_id, None).await;
 
     let out = handler(backup_event(&s.db_instance_id, "RDS-EVENT-0002"), &w.deps)
         .await
