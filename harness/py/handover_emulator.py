@@ -208,6 +208,18 @@ def action_of(headers, path: str, body: bytes, service: str = "", method: str = 
     return bare
 
 
+def merge(world: World, table: dict, doc: dict, convert=lambda v: v) -> dict:
+    """Apply a control document to one of the router's tables: a value sets
+    its key, `null` removes it. Returns a copy of the table."""
+    with world.lock:
+        for key, value in doc.items():
+            if value is None:
+                table.pop(key, None)
+            else:
+                table[key] = convert(value)
+        return dict(table)
+
+
 def make_handler(world: World):
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -419,21 +431,9 @@ def make_handler(world: World):
         def _control(self, method: str, path: str, body: bytes) -> None:
             doc = json.loads(body) if body else {}
             if path == "/_handover/faults" and method == "POST":
-                with world.lock:
-                    for key, fault in doc.items():
-                        if fault is None:
-                            world.faults.pop(key, None)
-                        else:
-                            world.faults[key] = fault
-                return self._json(200, world.faults)
+                return self._json(200, merge(world, world.faults, doc))
             if path == "/_handover/health" and method == "POST":
-                with world.lock:
-                    for check, healthy in doc.items():
-                        if healthy is None:
-                            world.health.pop(check, None)
-                        else:
-                            world.health[check] = bool(healthy)
-                return self._json(200, world.health)
+                return self._json(200, merge(world, world.health, doc, bool))
             if path == "/_handover/calls" and method == "GET":
                 with world.lock:
                     return self._json(200, list(world.calls))
@@ -442,13 +442,7 @@ def make_handler(world: World):
                     world.lambda_upstream = doc.get("upstream")
                 return self._json(200, {"upstream": world.lambda_upstream})
             if path == "/_handover/model" and method == "POST":
-                with world.lock:
-                    for model_id, answer in doc.items():
-                        if answer is None:
-                            world.models.pop(model_id, None)
-                        else:
-                            world.models[model_id] = answer
-                return self._json(200, world.models)
+                return self._json(200, merge(world, world.models, doc))
             if path == "/_handover/model" and method == "GET":
                 with world.lock:
                     return self._json(200, world.converse)
