@@ -75,12 +75,22 @@ fn tg(region: &str, name: &str, counts: Result<(usize, usize), (&str, bool)>) ->
 }
 
 fn standing(d: &Diagnosis, id: &str) -> String {
+    hypothesis(d, id).standing.clone()
+}
+
+fn hypothesis<'a>(d: &'a Diagnosis, id: &str) -> &'a crate::execution::Hypothesis {
     d.hypotheses
         .iter()
         .find(|h| h.id == id)
-        .unwrap()
-        .standing
-        .clone()
+        .unwrap_or_else(|| panic!("no hypothesis {id}"))
+}
+
+/// The first evidence item whose source starts with `prefix`.
+fn evidence<'a>(d: &'a Diagnosis, prefix: &str) -> &'a crate::execution::Evidence {
+    d.evidence
+        .iter()
+        .find(|e| e.source.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no evidence from {prefix}: {:?}", d.evidence))
 }
 
 #[test]
@@ -313,11 +323,7 @@ fn every_evidence_item_names_its_source() {
         sources.contains(&"cloudwatch:ap-northeast-1:ReplicaLag:shop-db-replica"),
         "{sources:?}"
     );
-    let p_db = d
-        .evidence
-        .iter()
-        .find(|e| e.source.starts_with("rds:ap-northeast-2"))
-        .unwrap();
+    let p_db = evidence(&d, "rds:ap-northeast-2");
     assert!(
         p_db.observation.contains("timed out"),
         "a timeout is evidence: {}",
@@ -340,11 +346,14 @@ fn target_groups_are_evidence_and_move_the_hypotheses() {
         },
     );
     assert_eq!(standing(&partition, "network_partition"), "likely");
-    let lb = partition
-        .evidence
-        .iter()
-        .find(|e| e.source == "elbv2:ap-northeast-2:DescribeTargetHealth:shop-p-web")
-        .unwrap();
+    let lb = evidence(
+        &partition,
+        "elbv2:ap-northeast-2:DescribeTargetHealth:shop-p-web",
+    );
+    assert_eq!(
+        lb.source,
+        "elbv2:ap-northeast-2:DescribeTargetHealth:shop-p-web"
+    );
     assert_eq!(lb.observation, "3 of 3 targets healthy");
     assert_eq!(lb.supports_p_down, Some(false));
     assert!(
@@ -363,11 +372,7 @@ fn target_groups_are_evidence_and_move_the_hypotheses() {
             ..down(5.0)
         },
     );
-    let h = app
-        .hypotheses
-        .iter()
-        .find(|h| h.id == "application_failure")
-        .unwrap();
+    let h = hypothesis(&app, "application_failure");
     assert!(
         h.evidence_for
             .iter()
@@ -375,11 +380,7 @@ fn target_groups_are_evidence_and_move_the_hypotheses() {
         "{h:?}"
     );
     assert_eq!(standing(&app, "network_partition"), "unlikely");
-    let lb = app
-        .evidence
-        .iter()
-        .find(|e| e.source.starts_with("elbv2:ap-northeast-2"))
-        .unwrap();
+    let lb = evidence(&app, "elbv2:ap-northeast-2");
     assert_eq!(lb.observation, "no targets registered: 0 healthy");
     assert_eq!(lb.supports_p_down, Some(true));
 
@@ -395,22 +396,14 @@ fn target_groups_are_evidence_and_move_the_hypotheses() {
             ..down(5.0)
         },
     );
-    let lb = silent
-        .evidence
-        .iter()
-        .find(|e| e.source.starts_with("elbv2:ap-northeast-2"))
-        .unwrap();
+    let lb = evidence(&silent, "elbv2:ap-northeast-2");
     assert_eq!(lb.supports_p_down, Some(true));
     assert!(
         lb.observation.starts_with("API unreachable"),
         "{}",
         lb.observation
     );
-    let region = silent
-        .hypotheses
-        .iter()
-        .find(|h| h.id == "regional_outage")
-        .unwrap();
+    let region = hypothesis(&silent, "regional_outage");
     assert!(
         region
             .evidence_for
@@ -429,11 +422,7 @@ fn target_groups_are_evidence_and_move_the_hypotheses() {
             ..down(5.0)
         },
     );
-    let lb = missing
-        .evidence
-        .iter()
-        .find(|e| e.source.starts_with("elbv2:ap-northeast-2"))
-        .unwrap();
+    let lb = evidence(&missing, "elbv2:ap-northeast-2");
     assert_eq!(lb.supports_p_down, None);
     assert_eq!(lb.observation, "unknown: TargetGroupNotFound");
     assert!(
