@@ -42,6 +42,22 @@ fn answer(blocks: &[&str]) -> ConverseOutput {
         .unwrap()
 }
 
+/// Bedrock answering from one mocked rule.
+fn bedrock(rule: &aws_smithy_mocks::Rule) -> Bedrock {
+    Bedrock::from_client(
+        mock_client!(aws_sdk_bedrockruntime, RuleMode::MatchAny, [rule]),
+        "ap-northeast-1",
+    )
+}
+
+fn cfg() -> Explain {
+    Explain {
+        model_id: MODEL.into(),
+        region: None,
+        timeout_ms: 5_000,
+    }
+}
+
 fn plan() -> Plan {
     Plan::from_json(include_str!("../../infra/plan.example.jsonc")).unwrap()
 }
@@ -72,16 +88,8 @@ async fn the_request_is_exactly_one_bounded_deterministic_question() {
                 && cfg.and_then(|c| c.temperature()) == Some(0.0)
         })
         .then_output(|| answer(&["P is down region-wide.", "The replica is current."]));
-    let bedrock = Bedrock::from_client(
-        mock_client!(aws_sdk_bedrockruntime, RuleMode::MatchAny, [&converse]),
-        "ap-northeast-1",
-    );
-    let cfg = Explain {
-        model_id: MODEL.into(),
-        region: None,
-        timeout_ms: 5_000,
-    };
-    let x = explain(&plan, &cfg, &d, &bedrock).await;
+    let bedrock = bedrock(&converse);
+    let x = explain(&plan, &cfg(), &d, &bedrock).await;
     assert_eq!(converse.num_calls(), 1);
     assert_eq!(
         x.text(),
@@ -99,16 +107,9 @@ async fn a_throttle_is_one_call_and_an_unavailable_explanation() {
                 .build(),
         )
     });
-    let bedrock = Bedrock::from_client(
-        mock_client!(aws_sdk_bedrockruntime, RuleMode::MatchAny, [&throttled]),
-        "ap-northeast-1",
-    );
-    let cfg = Explain {
-        model_id: MODEL.into(),
-        region: None,
-        timeout_ms: 5_000,
-    };
-    let x = explain(&plan(), &cfg, &diagnosis(), &bedrock).await;
+    let bedrock = bedrock(&throttled);
+    let x = explain(&plan(), &cfg(), &diagnosis(), &bedrock).await;
+    assert_eq!(throttled.num_calls(), 1, "one Converse call");
     match &x.outcome {
         ExplanationOutcome::Unavailable(why) => {
             assert!(why.contains("bedrock:Converse"), "{why}");
@@ -121,10 +122,7 @@ async fn a_throttle_is_one_call_and_an_unavailable_explanation() {
 #[tokio::test]
 async fn an_answer_without_text_is_a_shape_error() {
     let empty = mock!(Client::converse).then_output(|| answer(&[]));
-    let bedrock = Bedrock::from_client(
-        mock_client!(aws_sdk_bedrockruntime, RuleMode::MatchAny, [&empty]),
-        "ap-northeast-1",
-    );
+    let bedrock = bedrock(&empty);
     let err = bedrock
         .converse(
             Ask {
