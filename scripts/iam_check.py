@@ -12,6 +12,10 @@ code calls. This check proves three things:
 3. with --observed FILE (the router's call log from the path tests, where
    each call names its function), every call a function really made is declared.
 
+An action marked `@platform` in iam.txt is one Lambda itself uses with the
+function's role (sending to the on-failure destination, VPC network
+interfaces): it must be granted, and is exempt from point 2.
+
 Prints `N passed, N failed` and exits non-zero on any failure.
 """
 
@@ -128,7 +132,11 @@ def main() -> int:
         check(binary in fn_roles, f"{binary}: no function in infra/template.yaml builds this binary")
         if not os.path.exists(decl_path) or binary not in fn_roles:
             continue
-        declared = {l.split("#")[0].strip() for l in open(decl_path) if l.split("#")[0].strip()}
+        # `action @platform`: granted for Lambda itself (on-failure destination,
+        # VPC network interfaces), never called by the code.
+        entries = [l.split("#")[0].split() for l in open(decl_path) if l.split("#")[0].strip()]
+        platform = {e[0] for e in entries if "@platform" in e[1:]}
+        declared = {e[0] for e in entries}
         grants = {a for a in roles[fn_roles[binary]] if not a.startswith("logs:")}
         for a in sorted(grants - declared):
             check(False, f"{binary}: {a} is granted in the template but not declared as used")
@@ -136,7 +144,7 @@ def main() -> int:
             check(False, f"{binary}: {a} is used but not granted in the template")
         check(grants == declared, f"{binary}: template grants == declared")
         code = sources_of(binary)
-        for a in sorted(declared):
+        for a in sorted(declared - platform):
             calls = CALLS.get(a, [f".{snake(a.split(':', 1)[1])}("])
             check(any(c in code for c in calls),
                   f"{binary}: {a} is declared but none of {' '.join(calls)} is called in its code")

@@ -11,7 +11,7 @@ use chrono::Utc;
 use handover::aws::Aws;
 use handover::plan::{Canary, Plan};
 use handover::slack::message::{ACTION_APPROVE, ACTION_APPROVE_DATA_LOSS, ACTION_REJECT};
-use handover::slack::stand_in::{SlackStandIn, click_body, signed_headers};
+use handover::slack::stand_in::SlackStandIn;
 use handover::store::Store;
 use serde_json::{Value, json};
 use std::fmt;
@@ -308,14 +308,13 @@ impl Drill {
         );
 
         say(started, "starting the functions under cargo lambda watch");
-        let lambdas = Lambdas::start(&[
-            ("TABLE_NAME", table.to_owned()),
-            ("PLAN_FILE", plan_file.display().to_string()),
-            ("SLACK_API_BASE", slack.api_base()),
-            ("STATE_MACHINE_ARN", state_machine.clone()),
-            ("HANDOVER_DRILL", "true".to_owned()),
-        ])
-        .await;
+        // The plan goes where an operator puts it (SSM), and the functions
+        // get the environment the stack would give them.
+        let plan_parameter = crate::world::put_plan_parameter(&aws, REGION, &plan).await;
+        let mut env =
+            crate::world::stack_environment(&plan, table, &plan_parameter, &state_machine, true);
+        env.push(("SLACK_API_BASE", slack.api_base()));
+        let lambdas = Lambdas::start(&env).await;
         let mut drill = Drill {
             out: out.to_owned(),
             started,
@@ -414,29 +413,12 @@ impl Drill {
 
     /// Invoke a function through the router, as moto and EventBridge would.
     async fn invoke(&self, function: &str, event: &Value) -> Result<Value> {
-        let resp = reqwest::Client::new()
-            .post(format!(
-                "{}/2015-03-31/functions/{function}/invocations",
-                crate::endpoint()
-            ))
-            .json(event)
-            .timeout(Duration::from_secs(300))
-            .send()
-            .await?;
-        let failed = resp.headers().contains_key("x-amz-function-error");
-        let body: Value = resp.json().await?;
-        if failed {
-            bail!("{function} failed: {body}");
-        }
-        Ok(body)
+        crate::lambdas::invoke(function, event).await
     }
 
+    /// A detect tick exactly as the template's schedule delivers it.
     fn tick(&self) -> Value {
-        json!({
-            "version": "0", "id": crate::unique("tick"), "detail-type": "Scheduled Event", "source": "aws.events",
-            "account": "123456789012", "time": Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string(), "region": REGION,
-            "resources": ["arn:aws:events:ap-northeast-1:123456789012:rule/handover-detect"], "detail": {}
-        })
+        crate::triggers::scheduled_payload("DetectFunction", REGION, Utc::now())
     }
 
     /// Run the scenario.
@@ -565,37 +547,19 @@ impl Drill {
         } else {
             "U0ONCALL01"
         };
-        let body = click_body(
+        anyhow::ensure!(self.lambdas.is_some(), "functions stopped");
+        // Delivered as the template's HTTP API route delivers it (payload 2.0,
+        // base64 form body), signed exactly as Slack signs it.
+        let (status, text) = crate::lambdas::slack_click(
+            SIGNING_SECRET,
             user,
-            "T0TEAM0001",
             &action,
             &key,
             &self.slack.response_url("drill"),
-        );
-        let (ts, sig) = signed_headers(
-            SIGNING_SECRET.as_bytes(),
-            Utc::now().timestamp(),
-            body.as_bytes(),
-        );
-        let lambdas = self
-            .lambdas
-            .as_ref()
-            .ok_or_else(|| anyhow!("functions stopped"))?;
-        let resp = reqwest::Client::new()
-            .post(format!(
-                "{}/lambda-url/slack/slack/interactions",
-                lambdas.url
-            ))
-            .header("content-type", "application/x-www-form-urlencoded")
-            .header("x-slack-request-timestamp", ts)
-            .header("x-slack-signature", sig)
-            .body(body)
-            .send()
-            .await?;
-        let status = resp.status();
-        let text = resp.text().await.unwrap_or_default();
+        )
+        .await;
         anyhow::ensure!(
-            status.is_success(),
+            (200..300).contains(&status),
             "the slack function answered {status}: {text}"
         );
         self.say(format!(
@@ -736,16 +700,22 @@ impl Drill {
             .send()
             .await?;
         let ms = |t: Option<&aws_sdk_sfn::primitives::DateTime>| t.and_then(|t| t.to_millis().ok());
-        let event = json!({
-            "version": "0", "id": crate::unique("status"), "detail-type": "Step Functions Execution Status Change",
-            "source": "aws.states", "account": "123456789012", "time": Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string(),
-            "region": REGION, "resources": [execution],
-            "detail": {
+        // The status change as the template's EventBridge rule delivers it
+        // (shape: Step Functions developer guide, "Execution status change").
+        let event = crate::triggers::rule_event(
+            "AuditFunction",
+            REGION,
+            "aws.states",
+            "Step Functions Execution Status Change",
+            &[execution.to_owned()],
+            json!({
                 "executionArn": execution, "stateMachineArn": self.state_machine, "name": d.name.clone().unwrap_or_default(),
                 "status": status, "startDate": ms(Some(&d.start_date)), "stopDate": ms(d.stop_date.as_ref()),
-                "input": d.input, "output": d.output, "error": error, "cause": cause,
-            }
-        });
+                "input": d.input, "inputDetails": {"included": true}, "output": d.output, "outputDetails": {"included": true},
+                "error": error, "cause": cause,
+            }),
+            &[("Workflow", &self.state_machine)],
+        );
         let outcome = self.invoke("audit", &event).await.context("audit")?;
         self.say(format!(
             "audit: {}",

@@ -36,7 +36,24 @@ fn free_port() -> u16 {
 
 impl Lambdas {
     /// Start with `env` (plus the emulator endpoint and test credentials).
+    ///
+    /// Every variable the template gives any function must be in `env` (or
+    /// be one the harness sets itself): the functions run with what the
+    /// stack would give them, never less.
     pub async fn start(env: &[(&str, String)]) -> Lambdas {
+        let harness_sets = ["RUST_LOG"];
+        let mut missing = std::collections::BTreeSet::new();
+        for (function, vars) in crate::triggers::function_environments() {
+            for name in vars.keys() {
+                if !harness_sets.contains(&name.as_str()) && !env.iter().any(|(k, _)| k == name) {
+                    missing.insert(format!("{name} ({function})"));
+                }
+            }
+        }
+        assert!(
+            missing.is_empty(),
+            "the template gives the functions variables the harness does not: {missing:?}"
+        );
         let root = workspace_root();
         let port = free_port();
         let log = std::env::temp_dir().join(crate::unique("cargo-lambda-watch") + ".log");
@@ -141,4 +158,79 @@ pub fn definition(region: &str) -> String {
         "unknown substitution left in the definition"
     );
     out
+}
+
+/// Invoke `function` through the router's Lambda Invoke API, as moto,
+/// EventBridge, Scheduler and API Gateway do. A function error (the
+/// `X-Amz-Function-Error` header) is an `Err` carrying the error document.
+pub async fn invoke(
+    function: &str,
+    event: &serde_json::Value,
+) -> anyhow::Result<serde_json::Value> {
+    let resp = reqwest::Client::new()
+        .post(format!(
+            "{}/2015-03-31/functions/{function}/invocations",
+            crate::endpoint()
+        ))
+        .json(event)
+        .timeout(Duration::from_secs(300))
+        .send()
+        .await?;
+    let failed = resp.headers().contains_key("x-amz-function-error");
+    let body: serde_json::Value = resp.json().await?;
+    if failed {
+        anyhow::bail!("{function} failed: {body}");
+    }
+    Ok(body)
+}
+
+/// A Slack button click signed as Slack signs it, delivered to the slack
+/// function as the template's HTTP API route would. Returns the HTTP status
+/// and body that API Gateway would send back to Slack.
+pub async fn slack_click(
+    signing_secret: &str,
+    user: &str,
+    action: &str,
+    key: &str,
+    response_url: &str,
+) -> (u16, String) {
+    let body = handover::slack::stand_in::click_body(user, "T0TEAM0001", action, key, response_url);
+    let (ts, sig) = handover::slack::stand_in::signed_headers(
+        signing_secret.as_bytes(),
+        chrono::Utc::now().timestamp(),
+        body.as_bytes(),
+    );
+    let event = crate::triggers::http_event(
+        "SlackFunction",
+        crate::TEST_REGION,
+        "POST",
+        "/slack/interactions",
+        &[
+            (
+                "content-type",
+                "application/x-www-form-urlencoded".to_owned(),
+            ),
+            (
+                "user-agent",
+                "Slackbot 1.0 (+https://api.slack.com/robots)".to_owned(),
+            ),
+            ("x-slack-request-timestamp", ts),
+            ("x-slack-signature", sig),
+        ],
+        &body,
+    );
+    let answer = invoke("slack", &event).await.expect("invoke slack");
+    let status = answer["statusCode"]
+        .as_u64()
+        .expect("an HTTP API answer has statusCode") as u16;
+    let body = match answer["body"].as_str() {
+        Some(b) if answer["isBase64Encoded"] == true => String::from_utf8_lossy(
+            &base64::Engine::decode(&base64::engine::general_purpose::STANDARD, b)
+                .unwrap_or_default(),
+        )
+        .into_owned(),
+        Some(b) => b.to_owned(),
+        None => String::new(),
+    };
+    (status, body)
 }

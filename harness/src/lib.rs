@@ -14,6 +14,7 @@ pub mod drill;
 pub mod fixtures;
 pub mod lambdas;
 pub mod logs;
+pub mod triggers;
 pub mod world;
 
 /// The Region tests use for the Handover table (Region S in the plans).

@@ -172,6 +172,7 @@ pub fn unique_plan() -> Plan {
     plan.regions.standby.target_group_arns.clear();
     plan.explain = None;
     plan.detection.probe_timeout_ms = 300;
+    plan.report.bucket = "handover-test-reports".into();
     plan.timings.call_timeout_ms = 1_500;
     plan.fence.timeout_ms = 1_500;
     plan
@@ -405,4 +406,50 @@ pub fn test_postgres_cas() -> (String, String) {
         std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
     };
     (pem("ca"), pem("other_ca"))
+}
+
+/// Store `plan` as the SSM parameter the stack's `PlanParameterName` names
+/// (Advanced tier above Standard's 4 KB, as an operator must) and return
+/// its name.
+pub async fn put_plan_parameter(aws: &Aws, region: &str, plan: &Plan) -> String {
+    let name = format!("/handover/{}/plan", crate::unique("stack"));
+    let value = serde_json::to_string(plan).expect("plan JSON");
+    let tier = if value.len() > 4096 {
+        aws_sdk_ssm::types::ParameterTier::Advanced
+    } else {
+        aws_sdk_ssm::types::ParameterTier::Standard
+    };
+    aws.ssm(region)
+        .await
+        .put_parameter()
+        .name(&name)
+        .value(value)
+        .r#type(aws_sdk_ssm::types::ParameterType::String)
+        .tier(tier)
+        .send()
+        .await
+        .expect("put the plan parameter in moto");
+    name
+}
+
+/// The environment the stack gives its functions, for a stack deployed for
+/// `plan`: the stack binding ([`handover::stack::StackBinding`]), the table,
+/// the plan parameter, the state machine, the stack name and the `Drill` parameter. `Lambdas::start`
+/// checks that it covers every variable the template sets.
+pub fn stack_environment(
+    plan: &Plan,
+    table: &str,
+    plan_parameter: &str,
+    state_machine: &str,
+    drill: bool,
+) -> Vec<(&'static str, String)> {
+    let mut env = handover::stack::StackBinding::environment_for(plan);
+    env.extend([
+        ("TABLE_NAME", table.to_owned()),
+        ("PLAN_PARAMETER", plan_parameter.to_owned()),
+        ("STATE_MACHINE_ARN", state_machine.to_owned()),
+        ("HANDOVER_STACK_NAME", "handover-local".to_owned()),
+        ("HANDOVER_DRILL", drill.to_string()),
+    ]);
+    env
 }

@@ -10,7 +10,7 @@ use chrono::Utc;
 use handover::aws::Aws;
 use handover::plan::{Canary, Plan};
 use handover::slack::message::{ACTION_APPROVE, ACTION_APPROVE_DATA_LOSS, ACTION_REJECT};
-use handover::slack::stand_in::{SlackStandIn, click_body, signed_headers};
+use handover::slack::stand_in::SlackStandIn;
 use handover::store::Store;
 use handover_testkit::app::App;
 use handover_testkit::drill::collect_buttons;
@@ -81,14 +81,20 @@ async fn world() -> MutexGuard<'static, World> {
             let mut plan = unique_plan();
             plan.slack.bot_token_secret_arn = bot_secret.clone();
             plan.slack.signing_secret_arn = signing_secret.clone();
-            let plan_file = std::env::temp_dir().join(unique("plan") + ".json");
-            std::fs::write(&plan_file, serde_json::to_string(&plan).unwrap()).unwrap();
-            let lambdas = Lambdas::start(&[
-                ("TABLE_NAME", table.clone()),
-                ("PLAN_FILE", plan_file.display().to_string()),
-                ("SLACK_API_BASE", slack.api_base()),
-            ])
-            .await;
+            let plan_parameter =
+                handover_testkit::world::put_plan_parameter(&aws, TEST_REGION, &plan).await;
+            // detect is not invoked by the path tests (they start runs
+            // themselves), but the stack gives every function its ARN.
+            let state_machine = handover_testkit::waiting_state_machine(&aws, TEST_REGION).await;
+            let mut env = handover_testkit::world::stack_environment(
+                &plan,
+                &table,
+                &plan_parameter,
+                &state_machine,
+                false,
+            );
+            env.push(("SLACK_API_BASE", slack.api_base()));
+            let lambdas = Lambdas::start(&env).await;
             Mutex::new(World {
                 aws,
                 lambdas,
@@ -216,32 +222,16 @@ async fn buttons(w: &World, run: &Run) -> Vec<(String, String)> {
 }
 
 /// Click a button as `user`: a block_actions request signed exactly as Slack
-/// signs it, through the slack function's HTTP API route.
-async fn click(w: &World, action: &str, key: &str, user: &str) -> reqwest::Response {
-    let body = click_body(
+/// signs it, delivered as the template's HTTP API route delivers it.
+async fn click(w: &World, action: &str, key: &str, user: &str) -> (u16, String) {
+    handover_testkit::lambdas::slack_click(
+        SIGNING_SECRET,
         user,
-        "T0TEAM0001",
         action,
         key,
         &w.slack.response_url(&unique("r")),
-    );
-    let (ts, sig) = signed_headers(
-        SIGNING_SECRET.as_bytes(),
-        Utc::now().timestamp(),
-        body.as_bytes(),
-    );
-    reqwest::Client::new()
-        .post(format!(
-            "{}/lambda-url/slack/slack/interactions",
-            w.lambdas.url
-        ))
-        .header("content-type", "application/x-www-form-urlencoded")
-        .header("x-slack-request-timestamp", ts)
-        .header("x-slack-signature", sig)
-        .body(body)
-        .send()
-        .await
-        .unwrap()
+    )
+    .await
 }
 
 async fn approve(w: &World, run: &Run) {
@@ -251,13 +241,8 @@ async fn approve(w: &World, run: &Run) {
         .find(|(a, _)| a == ACTION_APPROVE || a == ACTION_APPROVE_DATA_LOSS)
         .expect("an approve button")
         .clone();
-    let resp = click(w, &action, &key, "U0ONCALL01").await;
-    assert_eq!(
-        resp.status(),
-        200,
-        "{}",
-        resp.text().await.unwrap_or_default()
-    );
+    let (status, body) = click(w, &action, &key, "U0ONCALL01").await;
+    assert_eq!(status, 200, "{body}");
 }
 
 struct Ended {
@@ -359,10 +344,7 @@ async fn path_reject_ends_failed_with_who_rejected_and_nothing_promoted() {
         .unwrap()
         .1
         .clone();
-    assert_eq!(
-        click(&w, ACTION_REJECT, &key, "U0ONCALL02").await.status(),
-        200
-    );
+    assert_eq!(click(&w, ACTION_REJECT, &key, "U0ONCALL02").await.0, 200);
     let e = ended(&w, &run).await;
     assert_eq!(e.status, "FAILED", "{}", path(&e));
     assert_eq!(e.error.as_deref(), Some("Handover.Rejected"));
@@ -415,7 +397,7 @@ async fn path_recheck_finds_p_recovered_and_aborts() {
         .find(|(a, _)| a.starts_with("handover_approve"))
         .unwrap()
         .clone();
-    assert_eq!(click(&w, &action, &key, "U0ONCALL01").await.status(), 200);
+    assert_eq!(click(&w, &action, &key, "U0ONCALL01").await.0, 200);
     let e = ended(&w, &run).await;
     assert_eq!(e.error.as_deref(), Some("Handover.Aborted"), "{}", path(&e));
     assert!(

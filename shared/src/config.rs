@@ -45,6 +45,9 @@ pub enum ConfigError {
     /// The plan is invalid.
     #[error(transparent)]
     Plan(#[from] PlanError),
+    /// The plan disagrees with the stack.
+    #[error(transparent)]
+    Stack(#[from] crate::stack::Mismatch),
 }
 
 impl Classify for ConfigError {
@@ -53,7 +56,7 @@ impl Classify for ConfigError {
             ConfigError::PlanParameter {
                 transient: true, ..
             } => ErrorName::Transient,
-            ConfigError::Plan(_) => ErrorName::InvalidInput,
+            ConfigError::Plan(_) | ConfigError::Stack(_) => ErrorName::InvalidInput,
             _ => ErrorName::Fatal,
         }
     }
@@ -136,5 +139,15 @@ impl PlanSource {
             }
         };
         Ok(Plan::from_json(&text)?)
+    }
+
+    /// Read and validate the plan, then bind it to the stack this function
+    /// runs in ([`crate::stack::StackBinding`]): what every function that
+    /// loads the plan at cold start calls.
+    pub async fn load_bound(&self, aws: &Aws) -> Result<Plan, ConfigError> {
+        let stack = crate::stack::StackBinding::from_env()?;
+        let mut plan = self.load(aws).await?;
+        stack.bind(&mut plan)?;
+        Ok(plan)
     }
 }

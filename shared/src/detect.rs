@@ -280,6 +280,29 @@ pub struct Detector<'a, E, H, A, S> {
     pub starter: &'a S,
     /// Drill mode, copied into the execution input.
     pub drill: bool,
+    /// The stack's name: the `Stack` dimension of the heartbeat metrics.
+    pub stack: &'a str,
+}
+
+/// The heartbeat of one recorded tick, as EMF: `Handover/DetectTicks` (1)
+/// and `Handover/UnreadableSignals` (signals that could not be read). The
+/// stack alarms when the ticks stop (missing data breaches) and when a
+/// signal stays unreadable for several ticks.
+pub fn heartbeat(stack: &str, evidence: &TickEvidence) -> crate::telemetry::Emf {
+    let unreadable = evidence
+        .signals
+        .iter()
+        .filter(|s| s.failing.is_none())
+        .count();
+    crate::telemetry::Emf::new("Handover")
+        .dimension("Stack", stack)
+        .metric("DetectTicks", 1.0, crate::telemetry::Unit::Count)
+        .metric(
+            "UnreadableSignals",
+            unreadable as f64,
+            crate::telemetry::Unit::Count,
+        )
+        .property("region", evidence.region.clone())
 }
 
 impl<E: EndpointProbe, H: HealthChecks, A: Alarms, S: ExecutionStarter> Detector<'_, E, H, A, S> {
@@ -321,6 +344,7 @@ impl<E: EndpointProbe, H: HealthChecks, A: Alarms, S: ExecutionStarter> Detector
             }
             TickOutcome::Recorded(run) => run,
         };
+        heartbeat(self.stack, &evidence).emit();
         if !evidence.failed {
             info!(region, "healthy");
             return Ok(TickReport::Healthy { region });
@@ -429,6 +453,37 @@ mod tests {
             failing,
             observation: String::new(),
             latency_ms: 0,
+        }
+    }
+
+    #[test]
+    fn the_heartbeat_counts_the_tick_and_its_unreadable_signals_for_the_stacks_alarms() {
+        let evidence = TickEvidence {
+            tick: Utc::now(),
+            region: "ap-northeast-2".into(),
+            signals: vec![s(Some(true)), s(None), s(None)],
+            failed: false,
+            rule: DetectionRule::AllFailing,
+        };
+        let line: serde_json::Value =
+            serde_json::from_str(&heartbeat("prod", &evidence).render(0)).unwrap();
+        assert_eq!(line["DetectTicks"], 1.0);
+        assert_eq!(line["UnreadableSignals"], 2.0);
+        assert_eq!(line["Stack"], "prod");
+        let m = &line["_aws"]["CloudWatchMetrics"][0];
+        assert_eq!(m["Namespace"], "Handover");
+        assert_eq!(m["Dimensions"][0][0], "Stack");
+        // The template's alarms watch exactly these names.
+        let template = include_str!("../../infra/template.yaml");
+        for name in [
+            "MetricName: DetectTicks",
+            "MetricName: UnreadableSignals",
+            "Namespace: Handover",
+        ] {
+            assert!(
+                template.contains(name),
+                "the template has no alarm on {name}"
+            );
         }
     }
 

@@ -20,6 +20,7 @@
 //! - [`error`]: stable error names (`Handover.Transient`, …) for Step Functions.
 //! - [`telemetry`]: JSON logs and CloudWatch Embedded Metric Format lines.
 //! - [`config`]: environment variables and where the plan comes from.
+//! - [`stack`]: the plan checked against the stack it runs in (one source of truth).
 //! - [`clock`]: injectable time.
 
 pub mod adapters;
@@ -35,5 +36,6 @@ pub mod failover;
 pub mod plan;
 pub mod report;
 pub mod slack;
+pub mod stack;
 pub mod store;
 pub mod telemetry;

@@ -408,7 +408,10 @@ pub enum OnUnconfirmed {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReportTarget {
-    /// S3 bucket (in S) for reports.
+    /// S3 bucket (in S) for reports. The stack owns it: leave it out and the
+    /// stack's bucket is filled in at cold start; a different name is refused
+    /// (see [`crate::stack`]).
+    #[serde(default)]
     pub bucket: String,
     /// Key prefix; reports go to `<prefix><incident>/`.
     #[serde(default = "default_report_prefix")]
@@ -765,7 +768,6 @@ impl Plan {
         if self.fence.timeout_ms == 0 {
             return bad("fence.timeout_ms", "must be at least 1");
         }
-        non_empty(&self.report.bucket, "report.bucket")?;
         if let Some(x) = &self.explain {
             non_empty(&x.model_id, "explain.model_id")?;
             if let Some(r) = &x.region {

@@ -1,6 +1,5 @@
 //! Parse the scheduled event, run one tick, report what it did.
 
-use aws_lambda_events::eventbridge::EventBridgeEvent;
 use chrono::Utc;
 use handover::adapters::{CloudWatch, HttpProbe, Route53, Sfn};
 use handover::aws::{Aws, GLOBAL_METRICS_REGION};
@@ -19,6 +18,7 @@ pub struct Deps {
     alarms: CloudWatch,
     sfn: Sfn,
     drill: bool,
+    stack: String,
 }
 
 impl Deps {
@@ -27,7 +27,7 @@ impl Deps {
     pub async fn from_env() -> Result<Self, FunctionError> {
         let aws = Aws::new();
         let region = required("AWS_REGION")?;
-        let plan = PlanSource::from_env()?.load(&aws).await?;
+        let plan = PlanSource::from_env()?.load_bound(&aws).await?;
         let drill = match optional("HANDOVER_DRILL").as_deref() {
             None | Some("false") => false,
             Some("true") => true,
@@ -53,25 +53,53 @@ impl Deps {
             route53: Route53::new(&aws).await,
             alarms: CloudWatch::new(&aws, &alarm_region).await,
             sfn: Sfn::new(&aws, &region, &required("STATE_MACHINE_ARN")?).await,
+            stack: required("HANDOVER_STACK_NAME")?,
             plan,
             drill,
         })
     }
 }
 
-/// One tick. Only a scheduled event is accepted; anything else is
-/// `Handover.InvalidInput` and starts nothing.
+/// The payload EventBridge Scheduler sends a templated Lambda target that has
+/// no `Input` (the template's `ScheduleV2`): `detail` is the JSON *string*
+/// `"{}"`, not an object. Shape: aws/aws-lambda-dotnet#1864 (a recorded
+/// event), aws-powertools/powertools-lambda-python#6134.
+#[derive(Debug, serde::Deserialize)]
+struct SchedulerEvent {
+    source: String,
+    #[serde(rename = "detail-type")]
+    detail_type: String,
+    time: chrono::DateTime<Utc>,
+    #[serde(default)]
+    detail: serde_json::Value,
+}
+
+/// The trigger the template deploys.
+const SCHEDULER_SOURCE: &str = "aws.scheduler";
+
+/// One tick. Only EventBridge Scheduler's payload is accepted (the template's
+/// one trigger for detect); anything else is `Handover.InvalidInput` and
+/// starts nothing.
 pub async fn handler(event: serde_json::Value, deps: &Deps) -> Result<TickReport, FunctionError> {
-    let event: EventBridgeEvent<serde_json::Value> = parse_event("scheduled event", event)?;
-    if event.source != "aws.events" || event.detail_type != "Scheduled Event" {
+    let event: SchedulerEvent = parse_event("EventBridge Scheduler event", event)?;
+    if event.source != SCHEDULER_SOURCE || event.detail_type != "Scheduled Event" {
+        let hint = if event.source == "aws.events" {
+            " (an EventBridge rule's payload: the stack schedules detect with EventBridge Scheduler)"
+        } else {
+            ""
+        };
         return Err(FunctionError::invalid_input(format!(
-            "expected an EventBridge scheduled event (source aws.events, detail-type \"Scheduled Event\"), got source {:?}, detail-type {:?}",
+            "expected an EventBridge Scheduler event (source {SCHEDULER_SOURCE}, detail-type \"Scheduled Event\"), got source {:?}, detail-type {:?}{hint}",
             event.source, event.detail_type
         )));
     }
-    let tick = event
-        .time
-        .ok_or_else(|| FunctionError::invalid_input("scheduled event: missing field `time`"))?;
+    if !matches!(&event.detail, serde_json::Value::String(s) if s.trim() == "{}") {
+        return Err(FunctionError::invalid_input(format!(
+            "EventBridge Scheduler event: detail should be the string \"{{}}\" (the schedule has no Input), got {}",
+            event.detail
+        )));
+    }
+    let tick = event.time;
     let detector = Detector {
         plan: &deps.plan,
         store: &deps.store,
@@ -82,6 +110,7 @@ pub async fn handler(event: serde_json::Value, deps: &Deps) -> Result<TickReport
         },
         starter: &deps.sfn,
         drill: deps.drill,
+        stack: &deps.stack,
     };
     Ok(detector.tick(tick, Utc::now()).await?)
 }
@@ -100,6 +129,7 @@ mod tests {
 
     const SCHEDULED: &str = include_str!("../events/scheduled.json");
     const NOT_SCHEDULED: &str = include_str!("../events/not-scheduled.json");
+    const RULE_SCHEDULED: &str = include_str!("../events/rule-scheduled.json");
 
     struct World {
         deps: Deps,
@@ -135,6 +165,7 @@ mod tests {
             sfn: Sfn::new(&aws, "ap-northeast-1", &state_machine).await,
             plan,
             drill: true,
+            stack: "handover-test".into(),
         };
         World {
             deps,
@@ -161,9 +192,13 @@ mod tests {
             )
             .await;
         }
+        /// A tick as the template's schedule delivers it.
         async fn tick(&self, at: DateTime<Utc>) -> TickReport {
-            let mut event: Value = serde_json::from_str(SCHEDULED).unwrap();
-            event["time"] = json!(at.to_rfc3339());
+            let event = handover_testkit::triggers::scheduled_payload(
+                "DetectFunction",
+                "ap-northeast-1",
+                at,
+            );
             handler(event, &self.deps).await.unwrap()
         }
         async fn executions(&self) -> Vec<(String, String)> {
@@ -377,6 +412,34 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_scheduler_payload_byte_for_byte_runs_a_tick() {
+        let w = world().await;
+        w.p_down().await;
+        let event: Value = serde_json::from_str(SCHEDULED).unwrap();
+        assert_eq!(event["detail"], "{}");
+        let report = handler(event, &w.deps).await.unwrap();
+        assert!(
+            matches!(report, TickReport::Suspect { consecutive: 1, .. }),
+            "{report:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_eventbridge_rule_payload_is_refused_with_the_reason() {
+        let w = world().await;
+        let err = handler(serde_json::from_str(RULE_SCHEDULED).unwrap(), &w.deps)
+            .await
+            .unwrap_err();
+        assert_eq!(err.name, ErrorName::InvalidInput);
+        assert!(
+            err.message.contains("EventBridge Scheduler"),
+            "{}",
+            err.message
+        );
+        assert!(w.executions().await.is_empty());
+    }
+
+    #[tokio::test]
     async fn an_unexpected_event_is_invalid_input_and_starts_nothing() {
         let w = world().await;
         w.p_down().await;
@@ -391,7 +454,8 @@ mod tests {
         for bad in [
             json!({}),
             json!("tick"),
-            json!({"detail-type": "Scheduled Event", "source": "aws.events", "detail": {}}),
+            json!({"detail-type": "Scheduled Event", "source": "aws.scheduler", "detail": "{}"}),
+            json!({"detail-type": "Scheduled Event", "source": "aws.scheduler", "time": "2026-11-30T14:11:55Z", "detail": {"x": 1}}),
         ] {
             let err = handler(bad.clone(), &w.deps).await.unwrap_err();
             assert_eq!(err.name, ErrorName::InvalidInput, "{bad}");

@@ -14,7 +14,7 @@ use handover::config::PlanSource;
 use handover::error::{ErrorName, FunctionError, chain, parse_event};
 use handover::plan::Plan;
 use handover::slack::api::SlackApi;
-use handover::slack::secrets::{Secret, SecretReader, SecretsManager};
+use handover::slack::secrets::{Secret, SecretsManager, SlackSecret, read_slack};
 use handover::slack::signing::{SIGNATURE_HEADER, TIMESTAMP_HEADER};
 use handover::store::Store;
 use std::sync::Arc;
@@ -38,10 +38,13 @@ impl Deps {
     pub async fn from_env() -> Result<Self, FunctionError> {
         let config = Config::from_env()?;
         let aws = Arc::new(Aws::new());
-        let plan = PlanSource::from_env()?.load(&aws).await?;
-        let signing_secret = SecretsManager::new(aws.clone(), config.region.clone())
-            .read(&plan.slack.signing_secret_arn)
-            .await?;
+        let plan = PlanSource::from_env()?.load_bound(&aws).await?;
+        let signing_secret = read_slack(
+            &SecretsManager::new(aws.clone(), config.region.clone()),
+            &plan.slack.signing_secret_arn,
+            SlackSecret::SigningSecret,
+        )
+        .await?;
         let slack =
             SlackApi::from_env().map_err(|e| FunctionError::new(ErrorName::Fatal, chain(&e)))?;
         Ok(Deps {

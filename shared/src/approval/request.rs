@@ -102,11 +102,13 @@ impl<S: SecretReader + Sync> Requester<'_, S> {
         let plan = &state.input.plan;
         let diagnosis: Diagnosis = state.require("diagnosis").map_err(RequestError::Input)?;
         // Read the token first: if it is missing, nothing is stored.
-        let bot_token = self
-            .secrets
-            .read(&plan.slack.bot_token_secret_arn)
-            .await
-            .map_err(RequestError::Secret)?;
+        let bot_token = crate::slack::secrets::read_slack(
+            self.secrets,
+            &plan.slack.bot_token_secret_arn,
+            crate::slack::secrets::SlackSecret::BotToken,
+        )
+        .await
+        .map_err(RequestError::Secret)?;
         let requested_at = self.clock.now();
         let expires_at = requested_at
             + chrono::Duration::seconds(

@@ -121,8 +121,14 @@ pub async fn write_once<S: Secrets>(
                 .secret_string(secret_arn)
                 .await
                 .map_err(|e| crate::error::chain(&e))?;
+            // serde's message can quote the value: only its category and position are kept.
             let creds: DbCredentials = serde_json::from_str(&secret).map_err(|e| {
-                format!("secret {secret_arn} is not {{\"username\",\"password\"}} JSON: {e}")
+                format!(
+                    "secret {secret_arn} is not the RDS credentials JSON {{\"username\": …, \"password\": …}} ({:?} error at line {} column {}; the value is not shown)",
+                    e.classify(),
+                    e.line(),
+                    e.column()
+                )
             })?;
             tokio::time::timeout(
                 budget,

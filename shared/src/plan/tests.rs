@@ -107,7 +107,6 @@ fn every_missing_required_field_is_named_by_path() {
         "slack.approvers",
         "slack.bot_token_secret_arn",
         "slack.signing_secret_arn",
-        "report.bucket",
     ] {
         assert_eq!(
             err_of(without(path)),
@@ -234,11 +233,6 @@ fn invalid_values_are_named_by_path() {
             "fence.on_unconfirmed",
             json!("maybe"),
             "plan.fence.on_unconfirmed: unknown variant",
-        ),
-        (
-            "report.bucket",
-            json!(""),
-            "plan.report.bucket: must not be empty",
         ),
         (
             "canary.postgres.ca_secret_arn",

@@ -20,7 +20,7 @@ use crate::adapters::{AwsError, Rds};
 use crate::aws::Aws;
 use crate::error::{Classify, ErrorName};
 use crate::slack::api::SlackApi;
-use crate::slack::secrets::{SecretReader, SecretsManager};
+use crate::slack::secrets::SecretsManager;
 use crate::store::lock::ReleaseOutcome;
 use crate::store::{Store, StoreError};
 use chrono::{DateTime, Utc};
@@ -166,10 +166,13 @@ async fn post_summary(
         );
     }
     let result = async {
-        let token = secrets
-            .read(&plan.slack.bot_token_secret_arn)
-            .await
-            .map_err(|e| crate::error::chain(&e))?;
+        let token = crate::slack::secrets::read_slack(
+            secrets,
+            &plan.slack.bot_token_secret_arn,
+            crate::slack::secrets::SlackSecret::BotToken,
+        )
+        .await
+        .map_err(|e| crate::error::chain(&e))?;
         api.post_message(&token, &plan.slack.channel, &text, &blocks)
             .await
             .map_err(|e| crate::error::chain(&e))

@@ -45,7 +45,7 @@ pub enum SecretError {
         arn: String,
         /// The call's error.
         #[source]
-        source: AwsError,
+        source: Box<AwsError>,
     },
     /// The secret has no string value (binary or empty).
     #[error("secret {arn} has no string value (store the value as a plain SecretString)")]
@@ -53,13 +53,89 @@ pub enum SecretError {
         /// ARN (or name) of the secret.
         arn: String,
     },
+    /// The value is not in a shape Handover reads. The value is never shown.
+    #[error("secret {arn} is not {expected} (the value is not shown)")]
+    Shape {
+        /// ARN (or name) of the secret.
+        arn: String,
+        /// What it should be.
+        expected: &'static str,
+    },
+}
+
+/// The Slack secrets, as people store them: the console's "Other type of
+/// secret" stores key/value JSON by default, "Plaintext" the bare value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlackSecret {
+    /// The bot token, `xoxb-…`: plaintext, or JSON with `bot_token` or `SLACK_BOT_TOKEN`.
+    BotToken,
+    /// The app's signing secret: plaintext, or JSON with `signing_secret` or `SLACK_SIGNING_SECRET`.
+    SigningSecret,
+}
+
+impl SlackSecret {
+    /// The JSON keys accepted, in order of preference.
+    pub fn keys(self) -> &'static [&'static str] {
+        match self {
+            SlackSecret::BotToken => &["bot_token", "SLACK_BOT_TOKEN"],
+            SlackSecret::SigningSecret => &["signing_secret", "SLACK_SIGNING_SECRET"],
+        }
+    }
+
+    fn expected(self) -> &'static str {
+        match self {
+            SlackSecret::BotToken => {
+                "a Slack bot token: the plaintext xoxb-… value, or key/value JSON with \"bot_token\" (or \"SLACK_BOT_TOKEN\") holding it"
+            }
+            SlackSecret::SigningSecret => {
+                "a Slack signing secret: the plaintext value, or key/value JSON with \"signing_secret\" (or \"SLACK_SIGNING_SECRET\") holding it"
+            }
+        }
+    }
+
+    /// The value inside `raw`, or [`SecretError::Shape`] naming `arn` and the shape.
+    pub fn extract(self, arn: &str, raw: &Secret) -> Result<Secret, SecretError> {
+        let bad = || SecretError::Shape {
+            arn: arn.to_owned(),
+            expected: self.expected(),
+        };
+        let text = raw.expose().trim();
+        let value = if text.starts_with('{') {
+            let map: serde_json::Map<String, serde_json::Value> =
+                serde_json::from_str(text).map_err(|_| bad())?;
+            self.keys()
+                .iter()
+                .find_map(|k| map.get(*k).and_then(|v| v.as_str()))
+                .map(str::trim)
+                .ok_or_else(bad)?
+                .to_owned()
+        } else {
+            text.to_owned()
+        };
+        let well_formed = !value.is_empty()
+            && !value.chars().any(char::is_whitespace)
+            && (self != SlackSecret::BotToken || value.starts_with("xoxb-"));
+        if !well_formed {
+            return Err(bad());
+        }
+        Ok(Secret(value))
+    }
+}
+
+/// Read a Slack secret and take its value out of the shape it is stored in.
+pub async fn read_slack<R: SecretReader + Sync>(
+    reader: &R,
+    arn: &str,
+    kind: SlackSecret,
+) -> Result<Secret, SecretError> {
+    kind.extract(arn, &reader.read(arn).await?)
 }
 
 impl Classify for SecretError {
     fn error_name(&self) -> ErrorName {
         match self {
             SecretError::Call { source, .. } => source.error_name(),
-            SecretError::Empty { .. } => ErrorName::Fatal,
+            SecretError::Empty { .. } | SecretError::Shape { .. } => ErrorName::Fatal,
         }
     }
 }
@@ -101,7 +177,7 @@ impl SecretsManager {
             .await
             .map_err(|e| SecretError::Call {
                 arn: arn.to_owned(),
-                source: call_error("secretsmanager", "GetSecretValue", region, e),
+                source: Box::new(call_error("secretsmanager", "GetSecretValue", region, e)),
             })?;
         match out.secret_string {
             Some(v) if !v.trim().is_empty() => Ok(Secret(v.trim().to_owned())),
@@ -139,6 +215,48 @@ fn region_of(arn: &str) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slack_secrets_are_read_as_plaintext_or_as_the_consoles_key_value_json() {
+        let arn = "arn:aws:secretsmanager:ap-northeast-1:123456789012:secret:handover/bot-AbC123";
+        for raw in [
+            "xoxb-1-2-abc",
+            "  xoxb-1-2-abc\n",
+            r#"{"bot_token": "xoxb-1-2-abc"}"#,
+            r#"{"SLACK_BOT_TOKEN": "xoxb-1-2-abc", "other": 1}"#,
+        ] {
+            let v = SlackSecret::BotToken
+                .extract(arn, &Secret::new(raw))
+                .unwrap();
+            assert_eq!(v.expose(), "xoxb-1-2-abc", "{raw}");
+        }
+        let v = SlackSecret::SigningSecret
+            .extract(
+                arn,
+                &Secret::new(r#"{"signing_secret":"8f742231b10e8888abcd99yyyzzz85a5"}"#),
+            )
+            .unwrap();
+        assert_eq!(v.expose(), "8f742231b10e8888abcd99yyyzzz85a5");
+    }
+
+    #[test]
+    fn a_slack_secret_in_the_wrong_shape_names_the_secret_and_the_shape_never_the_value() {
+        let arn = "arn:aws:secretsmanager:ap-northeast-1:123456789012:secret:handover/bot-AbC123";
+        for raw in [
+            r#"{"token": "xoxp-user-token-hunter2"}"#,
+            "xoxp-user-token-hunter2",
+            r#"{"bot_token": "xoxb-hunter2 with spaces"}"#,
+            "{not json hunter2",
+        ] {
+            let err = SlackSecret::BotToken
+                .extract(arn, &Secret::new(raw))
+                .unwrap_err();
+            let text = err.to_string();
+            assert!(text.contains(arn), "{text}");
+            assert!(text.contains("bot_token"), "{text}");
+            assert!(!text.contains("hunter2"), "the value leaked: {text}");
+        }
+    }
 
     #[test]
     fn debug_never_shows_the_value() {
