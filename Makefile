@@ -19,11 +19,12 @@ unit: ## Unit tests only (no emulator)
 lint: venv ## fmt check, clippy -D warnings, ASL and template validation
 	@scripts/lint.sh
 
-build: ## Release build of every function for Lambda (arm64, provided.al2023)
-	.venv/bin/cargo-lambda lambda build --release --arm64 --workspace
+build: ## sam build: every function for Lambda (arm64, provided.al2023) into infra/.aws-sam/build
+	@scripts/build.sh
 
-deploy: build ## sam deploy to your account (guided the first time); see README
-	cd infra && if [ -f samconfig.toml ]; then sam deploy; else sam deploy --guided; fi
+deploy: build ## sam deploy of the built artifacts (guided the first time); see README "Running against AWS"
+	cd infra && if [ -f samconfig.toml ]; then ../.venv/bin/sam deploy --template-file .aws-sam/build/template.yaml; \
+	  else ../.venv/bin/sam deploy --guided --template-file .aws-sam/build/template.yaml; fi
 
 fmt: ## Format the code
 	cargo fmt --all

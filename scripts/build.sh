@@ -11,6 +11,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 rustup target list --installed 2>/dev/null | grep -qx aarch64-unknown-linux-gnu \
   || rustup target add aarch64-unknown-linux-gnu
 export PATH="$root/.venv/bin:$PATH"
+# No telemetry calls from the SAM CLI (there is no network here, and CI has none).
+export SAM_CLI_TELEMETRY=0
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}"
 cd "$root/infra"
 # rust-cargolambda is still a beta build method in the SAM CLI.

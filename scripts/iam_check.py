@@ -34,6 +34,20 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CALLS = {"bedrock:InvokeModel": [".converse(", ".invoke_model("]}
 
 
+# The only actions that may be marked `@platform`: Lambda's on-failure
+# destination, active tracing, and network interfaces in a VPC.
+PLATFORM = {
+    "sqs:SendMessage",
+    "xray:PutTraceSegments",
+    "xray:PutTelemetryRecords",
+    "ec2:CreateNetworkInterface",
+    "ec2:DescribeNetworkInterfaces",
+    "ec2:DeleteNetworkInterface",
+    "ec2:AssignPrivateIpAddresses",
+    "ec2:UnassignPrivateIpAddresses",
+}
+
+
 def snake(op: str) -> str:
     s = re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", op)
     s = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", s)
@@ -136,6 +150,8 @@ def main() -> int:
         # VPC network interfaces), never called by the code.
         entries = [l.split("#")[0].split() for l in open(decl_path) if l.split("#")[0].strip()]
         platform = {e[0] for e in entries if "@platform" in e[1:]}
+        for a in sorted(platform - PLATFORM):
+            check(False, f"{binary}: {a} is marked @platform but is not an action Lambda itself uses with a role")
         declared = {e[0] for e in entries}
         grants = {a for a in roles[fn_roles[binary]] if not a.startswith("logs:")}
         for a in sorted(grants - declared):

@@ -15,4 +15,6 @@ step "tests (unit + against the moto emulator; path tests run the real binaries 
 scripts/with-emulator.sh bash -c 'cargo test --workspace -- --skip path_ && scripts/paths.sh' 
 step "drills: approve, reject, approval timeout (full local runs)"
 scripts/drills.sh
+step "packaged layout: sam build of DetectFunction (release, aarch64; the first run builds the SDK for arm64)"
+scripts/package-check.sh
 step "done"

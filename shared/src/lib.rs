@@ -16,6 +16,7 @@
 //! - [`report`]: the after-action report from the execution history.
 //! - [`adapters`]: one adapter per AWS capability, behind traits named for the permission.
 //! - [`aws`]: the one place SDK clients are built from the environment.
+//! - [`bootstrap`]: the primary record written once from RDS reality (`handover init`).
 //! - [`execution`]: the execution document each step reads and adds to.
 //! - [`error`]: stable error names (`Handover.Transient`, …) for Step Functions.
 //! - [`telemetry`]: JSON logs and CloudWatch Embedded Metric Format lines.
@@ -26,6 +27,7 @@
 pub mod adapters;
 pub mod approval;
 pub mod aws;
+pub mod bootstrap;
 pub mod clock;
 pub mod config;
 pub mod detect;

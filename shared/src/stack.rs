@@ -259,6 +259,15 @@ impl StackBinding {
             "plan.canary.postgres.secret_arn",
             db_secret,
         )?;
+        // audit reads S's credentials secret (the MasterUsername check) under
+        // the same grant.
+        if let Some(arn) = s.db_secret_arn.as_deref().filter(|a| !a.trim().is_empty()) {
+            self.same(
+                "HANDOVER_DB_SECRET",
+                "plan.regions.standby.db_secret_arn",
+                arn,
+            )?;
+        }
         self.same(
             "HANDOVER_DB_CA_SECRET",
             "plan.canary.postgres.ca_secret_arn",
@@ -301,11 +310,18 @@ impl StackBinding {
             "plan.regions.*.routing_control_arn",
             &controls,
         )?;
-        self.same(
-            "HANDOVER_EXPLAIN_MODEL",
-            "plan.explain.model_id",
-            plan.explain.as_ref().map_or("", |x| x.model_id.as_str()),
-        )?;
+        // The stack grants the foundation model; the plan may name a
+        // cross-Region inference profile for it (`apac.<model>`), which the
+        // template's `inference-profile/*<model>` grant covers.
+        let model = plan.explain.as_ref().map_or("", |x| x.model_id.as_str());
+        let (_, granted) = self.get("HANDOVER_EXPLAIN_MODEL");
+        let profile_of_granted = !granted.is_empty()
+            && model
+                .split_once('.')
+                .is_some_and(|(prefix, rest)| rest == granted && !prefix.contains(':'));
+        if !profile_of_granted {
+            self.same("HANDOVER_EXPLAIN_MODEL", "plan.explain.model_id", model)?;
+        }
         self.same(
             "HANDOVER_AURORA_GLOBAL_CLUSTER",
             "plan.database.global_cluster_id",
@@ -313,6 +329,14 @@ impl StackBinding {
         )?;
         // The stack owns the report bucket.
         let (field, bucket) = self.get("HANDOVER_REPORT_BUCKET");
+        if bucket.is_empty() {
+            return Err(Mismatch {
+                plan_field: "plan.report.bucket".into(),
+                plan_value: plan.report.bucket.clone(),
+                parameter: field.parameter,
+                stack_value: String::new(),
+            });
+        }
         if plan.report.bucket.is_empty() {
             plan.report.bucket = bucket.to_owned();
         } else if plan.report.bucket != bucket {
@@ -446,8 +470,11 @@ impl StackBinding {
 mod tests {
     use super::*;
 
+    /// The example plan, with a report bucket for the stack to agree on.
     fn plan() -> Plan {
-        Plan::from_json(include_str!("../../infra/plan.example.jsonc")).unwrap()
+        let mut p = Plan::from_json(include_str!("../../infra/plan.example.jsonc")).unwrap();
+        p.report.bucket = "shop-reports".into();
+        p
     }
 
     fn binding(plan: &Plan, change: &[(&str, &str)]) -> StackBinding {
@@ -465,7 +492,11 @@ mod tests {
     #[test]
     fn a_plan_that_matches_its_stack_binds() {
         let mut p = plan();
-        binding(&p, &[]).bind(&mut p).unwrap();
+        p.report.bucket.clear();
+        binding(&p, &[("HANDOVER_REPORT_BUCKET", "handover-reports")])
+            .bind(&mut p)
+            .unwrap();
+        assert_eq!(p.report.bucket, "handover-reports");
     }
 
     #[test]
@@ -523,6 +554,30 @@ mod tests {
             .bind(&mut p)
             .unwrap_err();
         assert_eq!(err.plan_field, "plan.explain.model_id");
+    }
+
+    #[test]
+    fn an_inference_profile_of_the_granted_model_binds_and_another_model_does_not() {
+        let mut p = plan();
+        let granted = p.explain.as_ref().unwrap().model_id.clone();
+        p.explain.as_mut().unwrap().model_id = format!("apac.{granted}");
+        binding(&p, &[("HANDOVER_EXPLAIN_MODEL", &granted)])
+            .bind(&mut p)
+            .unwrap();
+        p.explain.as_mut().unwrap().model_id = "apac.amazon.nova-pro-v1:0".into();
+        let err = binding(&p, &[("HANDOVER_EXPLAIN_MODEL", &granted)])
+            .bind(&mut p)
+            .unwrap_err();
+        assert_eq!(err.plan_field, "plan.explain.model_id");
+    }
+
+    #[test]
+    fn the_standby_secret_audit_reads_must_be_the_one_the_stack_grants() {
+        let mut p = plan();
+        p.regions.standby.db_secret_arn =
+            Some("arn:aws:secretsmanager:ap-northeast-1:123456789012:secret:other-Zz99Zz".into());
+        let err = binding(&p, &[]).bind(&mut p).unwrap_err();
+        assert_eq!(err.plan_field, "plan.regions.standby.db_secret_arn");
     }
 
     #[test]

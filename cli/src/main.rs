@@ -1,0 +1,179 @@
+//! `handover`: the operator's command line. It runs with the operator's own
+//! AWS credentials (profile or environment) and reaches AWS through the same
+//! adapters as the functions.
+//!
+//! Commands:
+//! - `handover init [--table T] [--plan-parameter NAME | --plan-file PATH] [--region R]`:
+//!   write the primary record from RDS reality (part of deploying; see the
+//!   README walkthrough). The table and plan default to `TABLE_NAME` and
+//!   `PLAN_PARAMETER` / `PLAN_FILE`; the Region to `AWS_REGION` (the stack's, S).
+//!
+//! Exit codes: 0 done, 2 usage, 3 refused (the world is not as the plan
+//! says: nothing written), 4 an AWS call or the table failed (retry).
+
+use handover::adapters::Rds;
+use handover::aws::Aws;
+use handover::bootstrap::{InitError, Initialised, init_primary_record};
+use handover::config::PlanSource;
+use handover::error::{Classify, ErrorName};
+use handover::store::Store;
+use std::process::ExitCode;
+
+const USAGE: &str = "usage: handover init [--table TABLE] [--plan-parameter NAME | --plan-file PATH] [--region REGION]";
+
+/// Parsed `init` arguments.
+#[derive(Debug, Default, PartialEq)]
+struct InitArgs {
+    table: Option<String>,
+    plan_parameter: Option<String>,
+    plan_file: Option<String>,
+    region: Option<String>,
+}
+
+fn parse_init(args: &[String]) -> Result<InitArgs, String> {
+    let mut out = InitArgs::default();
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        let slot = match flag.as_str() {
+            "--table" => &mut out.table,
+            "--plan-parameter" => &mut out.plan_parameter,
+            "--plan-file" => &mut out.plan_file,
+            "--region" => &mut out.region,
+            other => return Err(format!("unknown argument {other:?}")),
+        };
+        let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
+        *slot = Some(value.clone());
+    }
+    if out.plan_parameter.is_some() && out.plan_file.is_some() {
+        return Err("give --plan-parameter or --plan-file, not both".into());
+    }
+    Ok(out)
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+async fn init(args: InitArgs) -> Result<String, (u8, String)> {
+    let usage = |m: String| (2u8, format!("{m}\n{USAGE}"));
+    let region = args.region.or_else(|| env("AWS_REGION")).ok_or_else(|| {
+        usage("no Region: pass --region (the stack's Region, S) or set AWS_REGION".into())
+    })?;
+    let table = args
+        .table
+        .or_else(|| env("TABLE_NAME"))
+        .ok_or_else(|| usage("no table: pass --table (the stack output StateTableName)".into()))?;
+    // An explicit flag wins over the environment; two sources in the
+    // environment are refused rather than picked between.
+    let source = match (args.plan_parameter, args.plan_file) {
+        (Some(name), None) => PlanSource::Parameter {
+            name,
+            region: region.clone(),
+        },
+        (None, Some(path)) => PlanSource::File(path),
+        _ => match (env("PLAN_PARAMETER"), env("PLAN_FILE")) {
+            (Some(name), None) => PlanSource::Parameter {
+                name,
+                region: region.clone(),
+            },
+            (None, Some(path)) => PlanSource::File(path),
+            (Some(_), Some(_)) => return Err(usage(
+                "both PLAN_PARAMETER and PLAN_FILE are set: pass --plan-parameter or --plan-file"
+                    .into(),
+            )),
+            (None, None) => {
+                return Err(usage(
+                    "no plan: pass --plan-parameter (e.g. /handover/plan) or --plan-file".into(),
+                ));
+            }
+        },
+    };
+    let aws = Aws::new();
+    let plan = source.load(&aws).await.map_err(|e| {
+        // A throttled or unreachable SSM is worth a retry; a bad plan is not.
+        let code = if e.error_name() == ErrorName::Transient {
+            4
+        } else {
+            3
+        };
+        (code, format!("plan: {}", handover::error::chain(&e)))
+    })?;
+    let store = Store::new(aws.dynamodb(&region).await, table);
+    let p = Rds::new(&aws, &plan.regions.primary.region).await;
+    let s = Rds::new(&aws, &plan.regions.standby.region).await;
+    match init_primary_record(&plan, &p, &s, &store, chrono::Utc::now()).await {
+        Ok(Initialised::Created(r)) => Ok(format!(
+            "primary record written: {} in {} is primary at epoch {}",
+            r.db_instance_id, r.region, r.epoch
+        )),
+        Ok(Initialised::AlreadyThere(r)) => Ok(format!(
+            "primary record already there: {} in {} at epoch {} (nothing changed)",
+            r.db_instance_id, r.region, r.epoch
+        )),
+        Err(
+            e @ (InitError::NotFound { .. } | InitError::Ambiguous(_) | InitError::Conflict { .. }),
+        ) => Err((3, format!("refused: {e}"))),
+        Err(e) => Err((
+            4,
+            format!(
+                "failed (nothing was written; retry): {}",
+                handover::error::chain(&e)
+            ),
+        )),
+    }
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.split_first() {
+        Some((cmd, rest)) if cmd == "init" => match parse_init(rest) {
+            Ok(a) => init(a).await,
+            Err(m) => Err((2, format!("{m}\n{USAGE}"))),
+        },
+        Some((cmd, _)) if cmd == "--help" || cmd == "-h" || cmd == "help" => Ok(USAGE.to_owned()),
+        Some((cmd, _)) => Err((2, format!("unknown command {cmd:?}\n{USAGE}"))),
+        None => Err((2, USAGE.to_owned())),
+    };
+    match result {
+        Ok(text) => {
+            println!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err((code, text)) => {
+            eprintln!("handover: {text}");
+            ExitCode::from(code)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn init_arguments_parse_and_bad_ones_say_why() {
+        let a = parse_init(&args(&["--table", "t", "--plan-parameter", "/p"])).unwrap();
+        assert_eq!(a.table.as_deref(), Some("t"));
+        assert_eq!(a.plan_parameter.as_deref(), Some("/p"));
+        assert!(
+            parse_init(&args(&["--table"]))
+                .unwrap_err()
+                .contains("needs a value")
+        );
+        assert!(
+            parse_init(&args(&["--force"]))
+                .unwrap_err()
+                .contains("unknown argument")
+        );
+        assert!(
+            parse_init(&args(&["--plan-parameter", "/p", "--plan-file", "f"]))
+                .unwrap_err()
+                .contains("not both")
+        );
+    }
+}
