@@ -26,7 +26,7 @@ case "$cmd" in
           -keyout "$tls/$ca.key" -out "$tls/$ca.pem"
       done
       openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" -keyout "$tls/server.key" -out "$tls/server.csr"
-      printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' > "$tls/san.ext"
+      printf 'subjectAltName=DNS:localhost,IP:127.0.0.1,DNS:*.aaaaaaaaaa.ap-northeast-1.rds.amazonaws.com\n' > "$tls/san.ext"
       openssl x509 -req -in "$tls/server.csr" -CA "$tls/ca.pem" -CAkey "$tls/ca.key" -CAcreateserial \
         -days 2 -extfile "$tls/san.ext" -out "$tls/server.crt"
     } >"$dir/tls.log" 2>&1

@@ -29,7 +29,9 @@ Control endpoints (JSON): ``POST /_handover/faults``, ``POST /_handover/health``
 ``POST /_handover/lambda`` (``{"upstream": "http://127.0.0.1:PORT"}``),
 ``GET /_handover/calls`` (a log of AWS actions seen, for exact-call assertions),
 ``POST /_handover/model`` (``{"<model id>": {"text": "..."}}``), ``GET /_handover/model``
-(the Converse requests seen, by model id), ``POST /_handover/reset``.
+(the Converse requests seen, by model id), ``POST /_handover/sns`` (an http
+subscription endpoint for moto's SNS) and ``GET /_handover/sns`` (the
+notifications delivered there), ``POST /_handover/reset``.
 
 Usage: ``python handover_emulator.py --ready-file PATH [--lambda-upstream URL]``.
 It writes ``{"endpoint": ..., "moto": ...}`` to PATH when both listeners are up
@@ -129,6 +131,9 @@ class World:
         self.calls: list[dict] = []
         self.models: dict[str, dict] = {}  # model id -> {"text": answer}
         self.converse: dict[str, list] = {}  # model id -> request bodies seen
+        # What moto's SNS delivered to an http subscription on /_handover/sns
+        # (the notification JSON SNS posts: Type, TopicArn, Subject, Message).
+        self.sns: list = []
         # moto's DynamoDB backend is not thread-safe: two concurrent conditional
         # writes can both pass their condition. DynamoDB applies each write to an
         # item atomically, so the router serialises DynamoDB calls to match.
@@ -141,6 +146,7 @@ class World:
             self.calls.clear()
             self.models.clear()
             self.converse.clear()
+            self.sns.clear()
 
 
 SCOPE = re.compile(r"Credential=[^/]+/\d{8}/([^/]+)/([^/]+)/aws4_request")
@@ -446,6 +452,13 @@ def make_handler(world: World):
             if path == "/_handover/model" and method == "GET":
                 with world.lock:
                     return self._json(200, world.converse)
+            if path == "/_handover/sns" and method == "POST":
+                with world.lock:
+                    world.sns.append(doc)
+                return self._json(200, {})
+            if path == "/_handover/sns" and method == "GET":
+                with world.lock:
+                    return self._json(200, list(world.sns))
             if path == "/_handover/reset" and method == "POST":
                 world.reset()
                 return self._json(200, {})

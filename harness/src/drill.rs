@@ -239,7 +239,7 @@ impl Drill {
             site.target_group_arns = vec![provision_target_group(&aws, &site.region, 2).await];
         }
         let secrets = aws.secrets(REGION).await;
-        let secret = |name: &'static str, value: &'static str| {
+        let secret = |name: &'static str, value: String| {
             let secrets = secrets.clone();
             async move {
                 secrets
@@ -251,15 +251,25 @@ impl Drill {
                     .map(|o| o.arn.unwrap_or_default())
             }
         };
-        plan.slack.bot_token_secret_arn = secret("handover/slack-bot-token", BOT_TOKEN).await?;
+        plan.slack.bot_token_secret_arn =
+            secret("handover/slack-bot-token", BOT_TOKEN.to_owned()).await?;
         plan.slack.signing_secret_arn =
-            secret("handover/slack-signing-secret", SIGNING_SECRET).await?;
+            secret("handover/slack-signing-secret", SIGNING_SECRET.to_owned()).await?;
         if let Canary::Postgres {
-            port, secret_arn, ..
+            port,
+            secret_arn,
+            ca_secret_arn,
+            ..
         } = &mut plan.canary
         {
             *port = pg_port;
             *secret_arn = put_db_secret(&aws, REGION, "handover", &pg_password).await;
+            // TLS as in AWS: the CA that signed the database's certificate,
+            // which names S's instance endpoint as moto's RDS reports it; the
+            // canary dials 127.0.0.1 and verifies that name.
+            let ca = std::fs::read_to_string(pg.0.join("tls/ca.pem"))
+                .context("the drill database's CA")?;
+            *ca_secret_arn = Some(secret("handover/rds-ca", ca).await?);
         }
         plan.validate()?;
         aws.s3(REGION)
@@ -311,8 +321,15 @@ impl Drill {
         // The plan goes where an operator puts it (SSM), and the functions
         // get the environment the stack would give them.
         let plan_parameter = crate::world::put_plan_parameter(&aws, REGION, &plan).await;
-        let mut env =
-            crate::world::stack_environment(&plan, table, &plan_parameter, &state_machine, true);
+        let operator_topic = crate::operator_topic(&aws, REGION).await;
+        let mut env = crate::world::stack_environment(
+            &plan,
+            table,
+            &plan_parameter,
+            &state_machine,
+            &operator_topic,
+            true,
+        );
         env.push(("SLACK_API_BASE", slack.api_base()));
         let lambdas = Lambdas::start(&env).await;
         let mut drill = Drill {
@@ -841,7 +858,28 @@ impl Drill {
                     "DNS does not answer S: {:?}",
                     answers.record_data()
                 );
-                self.say(format!("checked: S is primary (epoch {}), DNS answers {}, P's DB groups {:?}, lock released", rec.epoch, self.plan.dns.standby_target, p_groups));
+                // The canary dialled 127.0.0.1 and verified TLS against S's
+                // endpoint as RDS reports it: the write reached S's instance.
+                let s_endpoint = self
+                    .aws
+                    .rds(&self.plan.regions.standby.region)
+                    .await
+                    .describe_db_instances()
+                    .db_instance_identifier(&self.plan.regions.standby.db_instance_id)
+                    .send()
+                    .await?
+                    .db_instances()
+                    .first()
+                    .and_then(|d| d.endpoint())
+                    .and_then(|e| e.address())
+                    .map(str::to_owned)
+                    .ok_or_else(|| anyhow!("RDS reports no endpoint for S"))?;
+                let history = std::fs::read_to_string(self.out.join("history.json"))?;
+                anyhow::ensure!(
+                    history.contains(&format!("TLS certificate verified for {s_endpoint}")),
+                    "the write canary did not verify TLS against S's endpoint {s_endpoint}"
+                );
+                self.say(format!("checked: S is primary (epoch {}), DNS answers {}, the canary's TLS named {s_endpoint}, P's DB groups {:?}, lock released", rec.epoch, self.plan.dns.standby_target, p_groups));
             }
             _ => {
                 anyhow::ensure!(

@@ -106,6 +106,40 @@ pub async fn converse_requests(model_id: &str) -> Vec<serde_json::Value> {
         .unwrap_or_default()
 }
 
+/// An SNS topic in moto whose notifications the router keeps (an http
+/// subscription on `/_handover/sns`). Returns its ARN.
+pub async fn operator_topic(aws: &Aws, region: &str) -> String {
+    let sns = aws.sns(region).await;
+    let arn = sns
+        .create_topic()
+        .name(unique("handover-operators"))
+        .send()
+        .await
+        .expect("create topic in moto")
+        .topic_arn
+        .expect("topic ARN");
+    sns.subscribe()
+        .topic_arn(&arn)
+        .protocol("http")
+        .endpoint(format!("{}/_handover/sns", endpoint()))
+        .send()
+        .await
+        .expect("subscribe the router");
+    arn
+}
+
+/// The notifications moto's SNS delivered to `topic_arn` (Subject, Message, …).
+pub async fn topic_messages(topic_arn: &str) -> Vec<serde_json::Value> {
+    router_get("sns")
+        .await
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|n| n["TopicArn"] == topic_arn)
+        .collect()
+}
+
 /// Every call the router has seen, as it logged them (service, region,
 /// action, target, caller).
 pub async fn call_log() -> Vec<serde_json::Value> {

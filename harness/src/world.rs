@@ -434,13 +434,15 @@ pub async fn put_plan_parameter(aws: &Aws, region: &str, plan: &Plan) -> String 
 
 /// The environment the stack gives its functions, for a stack deployed for
 /// `plan`: the stack binding ([`handover::stack::StackBinding`]), the table,
-/// the plan parameter, the state machine, the stack name and the `Drill` parameter. `Lambdas::start`
+/// the plan parameter, the state machine, the operator topic, the stack name
+/// and the `Drill` parameter. `Lambdas::start`
 /// checks that it covers every variable the template sets.
 pub fn stack_environment(
     plan: &Plan,
     table: &str,
     plan_parameter: &str,
     state_machine: &str,
+    operator_topic: &str,
     drill: bool,
 ) -> Vec<(&'static str, String)> {
     let mut env = handover::stack::StackBinding::environment_for(plan);
@@ -450,6 +452,7 @@ pub fn stack_environment(
         ("STATE_MACHINE_ARN", state_machine.to_owned()),
         ("HANDOVER_STACK_NAME", "handover-local".to_owned()),
         ("HANDOVER_DRILL", drill.to_string()),
+        ("HANDOVER_OPERATOR_TOPIC", operator_topic.to_owned()),
     ]);
     env
 }

@@ -34,6 +34,7 @@ struct World {
     store: Store,
     bot_secret: String,
     signing_secret: String,
+    operator_topic: String,
 }
 
 static WORLD: OnceCell<Mutex<World>> = OnceCell::const_new();
@@ -86,11 +87,13 @@ async fn world() -> MutexGuard<'static, World> {
             // detect is not invoked by the path tests (they start runs
             // themselves), but the stack gives every function its ARN.
             let state_machine = handover_testkit::waiting_state_machine(&aws, TEST_REGION).await;
+            let operator_topic = handover_testkit::operator_topic(&aws, TEST_REGION).await;
             let mut env = handover_testkit::world::stack_environment(
                 &plan,
                 &table,
                 &plan_parameter,
                 &state_machine,
+                &operator_topic,
                 false,
             );
             env.push(("SLACK_API_BASE", slack.api_base()));
@@ -102,6 +105,7 @@ async fn world() -> MutexGuard<'static, World> {
                 store,
                 bot_secret,
                 signing_secret,
+                operator_topic,
             })
         })
         .await
@@ -143,13 +147,14 @@ async fn start(w: &World, lag: f64, tweak: impl FnOnce(&mut Plan)) -> Run {
     .await;
     let (port, password) = test_postgres();
     plan.canary = Canary::Postgres {
-        host: "127.0.0.1".into(),
+        host: Some("127.0.0.1".into()),
         port,
         database: "handover".into(),
         secret_arn: put_db_secret(aws, &plan.regions.standby.region, "handover", &password).await,
         table: "handover_canary".into(),
         require_tls: false,
         ca_secret_arn: None,
+        tls_server_name: None,
     };
     tweak(&mut plan);
     plan.validate().unwrap();
@@ -616,4 +621,91 @@ async fn path_a_transient_error_is_retried_and_the_run_succeeds() {
         transient, 1,
         "one failed attempt, then the Retry succeeded: {kinds:?}"
     );
+}
+
+/// Slack refuses the question: the operator topic gets it with the CLI
+/// fallback, the run keeps waiting, and an operator who follows the notice
+/// (read the token by key, send-task-success) fails it over.
+#[tokio::test]
+async fn path_slack_refusing_asks_the_operator_topic_and_the_cli_answer_succeeds() {
+    use handover::slack::stand_in::Fault;
+    let w = world().await;
+    w.slack.fail_next([Fault::Api("channel_not_found".into())]);
+    let run = start(&w, 5.0, |_| {}).await;
+    let notice = {
+        let mut found = None;
+        for _ in 0..600 {
+            found = handover_testkit::topic_messages(&w.operator_topic)
+                .await
+                .into_iter()
+                .find(|n| {
+                    n["Message"]
+                        .as_str()
+                        .is_some_and(|m| m.contains(&run.incident))
+                });
+            if found.is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        found.expect("an operator notice within 120 s")
+    };
+    let body = notice["Message"].as_str().unwrap();
+    assert!(body.contains("channel_not_found"), "{body}");
+    let key = body
+        .split("APPROVAL#")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("the notice names the approval key")
+        .to_owned();
+    // What the notice's commands do: the token from the table by key, then
+    // send-task-success with the decision document.
+    let item = w
+        .aws
+        .dynamodb(TEST_REGION)
+        .await
+        .get_item()
+        .table_name(w.store.table())
+        .key(
+            "pk",
+            aws_sdk_dynamodb::types::AttributeValue::S(format!("APPROVAL#{key}")),
+        )
+        .key(
+            "sk",
+            aws_sdk_dynamodb::types::AttributeValue::S("STATE".into()),
+        )
+        .send()
+        .await
+        .unwrap();
+    let token = item
+        .item()
+        .and_then(|i| i.get("task_token"))
+        .and_then(|v| v.as_s().ok())
+        .expect("the key maps to the task token")
+        .clone();
+    assert!(!body.contains(&token), "the notice never carries the token");
+    let output = json!({
+        "decision": "approve", "approver_id": "U0ONCALL01", "approver_name": "Primary on-call",
+        "decided_at": Utc::now().to_rfc3339(), "requested_at": Utc::now().to_rfc3339(),
+        "data_loss_acknowledged": false
+    });
+    w.aws
+        .sfn(TEST_REGION)
+        .await
+        .send_task_success()
+        .task_token(token)
+        .output(output.to_string())
+        .send()
+        .await
+        .unwrap();
+    let e = ended(&w, &run).await;
+    assert_eq!(
+        e.status,
+        "SUCCEEDED",
+        "{} {:?} {:?}",
+        path(&e),
+        e.error,
+        e.cause
+    );
+    assert_eq!(e.output["approval"]["approver_id"], "U0ONCALL01");
 }

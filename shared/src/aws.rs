@@ -97,6 +97,10 @@ impl Aws {
     pub async fn ssm(&self, region: &str) -> aws_sdk_ssm::Client {
         aws_sdk_ssm::Client::new(&self.config(region).await)
     }
+    /// SNS in `region`.
+    pub async fn sns(&self, region: &str) -> aws_sdk_sns::Client {
+        aws_sdk_sns::Client::new(&self.config(region).await)
+    }
     /// Secrets Manager in `region`.
     pub async fn secrets(&self, region: &str) -> aws_sdk_secretsmanager::Client {
         aws_sdk_secretsmanager::Client::new(&self.config(region).await)

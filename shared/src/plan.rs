@@ -200,8 +200,13 @@ pub enum WriterEndpoint {
 pub enum Canary {
     /// SQL INSERT on the promoted database.
     Postgres {
-        /// Host of S's database (after promotion, its writer).
-        host: String,
+        /// Where to connect. Leave it out to connect to S's instance endpoint
+        /// as RDS reports it (DescribeDBInstances): the write then does not
+        /// wait for the writer CNAME's TTL. A name here (an RDS Proxy, a
+        /// local database) is dialled instead; TLS still verifies
+        /// `tls_server_name`.
+        #[serde(default)]
+        host: Option<String>,
         /// Port.
         #[serde(default = "default_pg_port")]
         port: u16,
@@ -220,6 +225,12 @@ pub enum Canary {
         /// Required when `require_tls` is true.
         #[serde(default)]
         ca_secret_arn: Option<String>,
+        /// The name the server certificate must carry. Default: S's instance
+        /// endpoint as RDS reports it, which only S's certificate names, so a
+        /// connection that reached any other server (the old primary through
+        /// a stale CNAME) is refused before any SQL.
+        #[serde(default)]
+        tls_server_name: Option<String>,
     },
     /// HTTP POST to an app endpoint that performs a write.
     Http {
@@ -688,8 +699,14 @@ impl Plan {
                 port,
                 require_tls,
                 ca_secret_arn,
+                tls_server_name,
             } => {
-                non_empty(host, "canary.postgres.host")?;
+                if let Some(host) = host {
+                    non_empty(host, "canary.postgres.host")?;
+                }
+                if let Some(name) = tls_server_name {
+                    non_empty(name, "canary.postgres.tls_server_name")?;
+                }
                 match (require_tls, ca_secret_arn) {
                     (true, None) => {
                         return bad(

@@ -45,6 +45,7 @@ struct Approval {
     secrets: SecretsManager,
     slack: SlackApi,
     cli: CliHint,
+    operators: handover::adapters::Sns,
 }
 
 async fn invoke(ctx: &OnceLock<Approval>, body: &[u8]) -> HttpResponse {
@@ -64,6 +65,7 @@ async fn invoke(ctx: &OnceLock<Approval>, body: &[u8]) -> HttpResponse {
             slack: &a.slack,
             clock: &SystemClock,
             cli: &a.cli,
+            operators: &a.operators,
         };
         Ok::<_, handover::error::FunctionError>(requester.request(&task).await?)
     }
@@ -233,7 +235,11 @@ async fn a_wait_for_task_token_run_resumes_on_the_signed_click_with_the_approver
         max_backoff: Duration::from_millis(20),
         attempt_timeout: Duration::from_secs(2),
     };
+    let operators =
+        handover::adapters::Sns::new(&aws, &handover_testkit::operator_topic(&aws, REGION).await)
+            .await;
     let ok = ctx.set(Approval {
+        operators,
         store: store.clone(),
         secrets: SecretsManager::new(aws.clone(), REGION),
         slack: SlackApi::new(slack.api_base(), fast).unwrap(),
@@ -292,9 +298,18 @@ async fn a_wait_for_task_token_run_resumes_on_the_signed_click_with_the_approver
         let key = question(&slack, 1).await;
         let r = click("U0ONCALL02", ACTION_REJECT, &key, &slack, &mut clicks);
         let or = decider.handle(signed(&clicks[r])).await;
-        // 3. Slack down: the approval task fails with a stable name; the run escalates.
+        // 3. Slack down and SNS failing too (the router's fault): nobody can
+        //    be asked, so the approval task fails with a stable name and the
+        //    run escalates rather than waits.
         slack.fail_next([Fault::Status(500), Fault::Status(503)]);
+        handover_testkit::control(
+            "faults",
+            json!({ format!("sns:{REGION}"): {"mode": "error"} }),
+        )
+        .await;
         let escalated = run.start(&input).await;
+        let _ = run.finished(&escalated).await;
+        handover_testkit::control("faults", json!({ format!("sns:{REGION}"): null })).await;
         (approved, rejected, escalated, [oa, ob, or])
     })
     .await;

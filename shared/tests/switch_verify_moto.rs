@@ -266,16 +266,19 @@ async fn verify_plan(aws: &Aws, database: &str) -> (Plan, App) {
     let mut plan = dns_plan(aws).await;
     let app = App::start(200).await;
     plan.dns.read_url = Some(format!("{}/health", app.url));
+    // verify asks RDS for S's endpoint on every canary attempt.
+    handover_testkit::world::provision_databases(aws, &plan).await;
     let (port, password) = test_postgres();
     let secret = put_db_secret(aws, &plan.regions.standby.region, "handover", &password).await;
     plan.canary = Canary::Postgres {
-        host: "127.0.0.1".into(),
+        host: Some("127.0.0.1".into()),
         port,
         database: database.into(),
         secret_arn: secret,
         table: "handover_canary".into(),
         require_tls: false,
         ca_secret_arn: None,
+        tls_server_name: None,
     };
     plan.timings.verify_deadline_s = 3;
     control("health", json!({ &plan.regions.primary.health_check_id: false, &plan.regions.standby.health_check_id: true })).await;
@@ -290,8 +293,10 @@ async fn run_verify(
     let control = Route53Control::new(aws).await;
     let secrets = SecretsManager::new(aws, &plan.regions.standby.region).await;
     let http = reqwest::Client::new();
+    let rds = handover::adapters::Rds::new(aws, &plan.regions.standby.region).await;
     let deps = VerifyDeps {
         dns: &control,
+        rds: &rds,
         secrets: &secrets,
         http: &http,
     };
@@ -358,8 +363,15 @@ async fn verify_fails_when_dns_still_answers_p() {
     assert!(err.to_string().contains("p-alb"), "{err}");
 }
 
-/// The canary over TLS to the real PostgreSQL, trusting the CA in `ca_pem`.
-async fn tls_canary(aws: &Aws, host: &str, ca_pem: &str) -> Result<String, String> {
+/// The canary over TLS to the real PostgreSQL, dialling `host`, trusting the
+/// CA in `ca_pem`, with S's endpoint as RDS reports it.
+async fn tls_canary(
+    aws: &Aws,
+    host: &str,
+    ca_pem: &str,
+    endpoint: Option<&str>,
+    tls_server_name: Option<&str>,
+) -> Result<String, String> {
     let region = "ap-northeast-1";
     let (port, password) = test_postgres();
     let ca = aws
@@ -374,17 +386,19 @@ async fn tls_canary(aws: &Aws, host: &str, ca_pem: &str) -> Result<String, Strin
         .arn
         .unwrap();
     let canary = Canary::Postgres {
-        host: host.into(),
+        host: Some(host.into()),
         port,
         database: "handover".into(),
         secret_arn: put_db_secret(aws, region, "handover", &password).await,
         table: "handover_canary".into(),
         require_tls: true,
         ca_secret_arn: Some(ca),
+        tls_server_name: tls_server_name.map(str::to_owned),
     };
     let secrets = SecretsManager::new(aws, region).await;
     handover::failover::canary::write_once(
         &canary,
+        endpoint,
         &secrets,
         &reqwest::Client::new(),
         "shop-ap-northeast-2-20261130T141155Z",
@@ -394,21 +408,78 @@ async fn tls_canary(aws: &Aws, host: &str, ca_pem: &str) -> Result<String, Strin
     .map(|w| w.detail)
 }
 
+/// S's and P's instance endpoints as moto's RDS reports them.
+async fn endpoints(aws: &Aws) -> (String, String) {
+    let plan = unique_plan();
+    handover_testkit::world::provision_databases(aws, &plan).await;
+    let describe = |region: String, id: String| async move {
+        let rds = handover::adapters::Rds::new(aws, &region).await;
+        use handover::adapters::DbInspector;
+        rds.describe(&id, Duration::from_secs(5))
+            .await
+            .unwrap()
+            .unwrap()
+            .endpoint
+            .expect("RDS reports an endpoint")
+    };
+    let s = &plan.regions.standby;
+    let p = &plan.regions.primary;
+    (
+        describe(s.region.clone(), s.db_instance_id.clone()).await,
+        describe(p.region.clone(), p.db_instance_id.clone()).await,
+    )
+}
+
 #[tokio::test]
 async fn the_canary_writes_over_tls_trusting_only_the_plans_ca() {
     let aws = aws();
     let (ca, other) = test_postgres_cas();
     for host in ["localhost", "127.0.0.1"] {
-        let detail = tls_canary(&aws, host, &ca).await.unwrap();
+        let detail = tls_canary(&aws, host, &ca, None, Some(host)).await.unwrap();
         assert!(detail.contains("INSERT INTO handover_canary"), "{detail}");
     }
     // A server whose certificate another CA signed is refused before any SQL.
-    let err = tls_canary(&aws, "localhost", &other).await.unwrap_err();
+    let err = tls_canary(&aws, "localhost", &other, None, Some("localhost"))
+        .await
+        .unwrap_err();
     assert!(err.starts_with("connect:"), "{err}");
     assert!(err.contains("certificate"), "{err}");
     // A CA secret that holds no certificate is named.
-    let err = tls_canary(&aws, "localhost", "{\"not\": \"a pem\"}")
+    let err = tls_canary(&aws, "localhost", "{\"not\": \"a pem\"}", None, None)
         .await
         .unwrap_err();
     assert!(err.contains("no PEM certificate"), "{err}");
+}
+
+/// RDS certificates name the instance endpoint. The canary dials another
+/// name (here `localhost`, as a CNAME would be) and still verifies the
+/// certificate against S's endpoint as RDS reports it; a certificate that
+/// does not carry that name (P's endpoint is asked for here) is refused
+/// before any SQL.
+#[tokio::test]
+async fn the_canary_verifies_tls_against_s_endpoint_as_rds_reports_it() {
+    let aws = aws();
+    let (ca, _) = test_postgres_cas();
+    let (s_endpoint, p_endpoint) = endpoints(&aws).await;
+    assert!(
+        s_endpoint.ends_with(".ap-northeast-1.rds.amazonaws.com"),
+        "{s_endpoint}"
+    );
+    let detail = tls_canary(&aws, "localhost", &ca, Some(&s_endpoint), None)
+        .await
+        .unwrap();
+    assert!(
+        detail.contains(&format!("TLS certificate verified for {s_endpoint}")),
+        "{detail}"
+    );
+    let err = tls_canary(&aws, "localhost", &ca, Some(&s_endpoint), Some(&p_endpoint))
+        .await
+        .unwrap_err();
+    assert!(err.starts_with("connect:"), "{err}");
+    assert!(err.contains("certificate"), "{err}");
+    // No endpoint from RDS and no name in the plan: nothing to verify against.
+    let err = tls_canary(&aws, "localhost", &ca, None, None)
+        .await
+        .unwrap_err();
+    assert!(err.contains("no TLS name to verify"), "{err}");
 }

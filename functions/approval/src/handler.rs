@@ -1,8 +1,10 @@
 //! Parse the task payload, store the key, post the question.
 
+use handover::adapters::Sns;
 use handover::approval::{ApprovalRequested, ApprovalTask, Config, Requester};
 use handover::aws::Aws;
 use handover::clock::{Clock, SystemClock};
+use handover::config::required;
 use handover::error::{ErrorName, FunctionError, parse_event};
 use handover::slack::api::SlackApi;
 use handover::slack::message::CliHint;
@@ -15,20 +17,24 @@ pub struct Deps {
     store: Store,
     secrets: SecretsManager,
     slack: SlackApi,
+    operators: Sns,
     cli: CliHint,
     clock: Box<dyn Clock>,
 }
 
 impl Deps {
-    /// From `TABLE_NAME`, `AWS_REGION` and `SLACK_API_BASE` (optional). The
-    /// plan (channel, bot token secret, timeout) comes with each task, in the
+    /// From `TABLE_NAME`, `AWS_REGION`, `HANDOVER_OPERATOR_TOPIC` (the
+    /// stack's operator topic) and `SLACK_API_BASE` (optional). The plan
+    /// (channel, bot token secret, timeout) comes with each task, in the
     /// execution document.
     pub async fn from_env() -> Result<Self, FunctionError> {
         let config = Config::from_env()?;
         let aws = Arc::new(Aws::new());
         let slack = SlackApi::from_env()
             .map_err(|e| FunctionError::new(ErrorName::Fatal, handover::error::chain(&e)))?;
+        let operators = Sns::new(&aws, &required("HANDOVER_OPERATOR_TOPIC")?).await;
         Ok(Deps {
+            operators,
             store: Store::new(aws.dynamodb(&config.region).await, config.table.clone()),
             secrets: SecretsManager::new(aws, config.region.clone()),
             slack,
@@ -41,9 +47,11 @@ impl Deps {
     }
 }
 
-/// One approval request. Errors: `Handover.InvalidInput` for a malformed
-/// payload, `Handover.Transient` for a throttled table or secret read, and
-/// `Handover.Fatal` when Slack would not take the message after retries
+/// One approval request. When Slack will not take the message, the operator
+/// topic gets the question with the CLI fallback and the task keeps waiting.
+/// Errors: `Handover.InvalidInput` for a malformed payload,
+/// `Handover.Transient` for a throttled table or secret read, and
+/// `Handover.Fatal` when neither Slack nor the operator topic took it
 /// (nobody was asked: the state machine must escalate, not wait).
 pub async fn handler(
     event: serde_json::Value,
@@ -56,6 +64,7 @@ pub async fn handler(
         slack: &deps.slack,
         clock: deps.clock.as_ref(),
         cli: &deps.cli,
+        operators: &deps.operators,
     };
     Ok(requester.request(&task).await?)
 }

@@ -16,6 +16,7 @@ struct World {
     deps: Deps,
     slack: SlackStandIn,
     secret_arn: String,
+    topic: String,
     now: DateTime<Utc>,
 }
 
@@ -46,7 +47,9 @@ async fn world() -> World {
     let now = Utc::now()
         .duration_trunc(Duration::milliseconds(1))
         .unwrap();
+    let topic = handover_testkit::operator_topic(&aws, TEST_REGION).await;
     let deps = Deps {
+        operators: Sns::new(&aws, &topic).await,
         cli: CliHint {
             table: store.table().to_owned(),
             region: TEST_REGION.into(),
@@ -60,6 +63,7 @@ async fn world() -> World {
         deps,
         slack,
         secret_arn,
+        topic,
         now,
     }
 }
@@ -112,7 +116,9 @@ async fn the_question_is_posted_with_the_key_and_the_key_maps_to_the_token() {
     let bearer = format!("Bearer {BOT_TOKEN}");
     assert_eq!(m.authorization.as_deref(), Some(bearer.as_str()));
     assert_eq!(m.body["channel"], "C0123456789");
-    assert_eq!(out.message.channel, "C0123456789");
+    assert_eq!(out.message.as_ref().unwrap().channel, "C0123456789");
+    assert_eq!(out.operator_notice, None);
+    assert!(handover_testkit::topic_messages(&w.topic).await.is_empty());
     let b = buttons(&m.body);
     assert_eq!(b[0]["action_id"], ACTION_APPROVE);
     assert_eq!(b[1]["action_id"], ACTION_REJECT);
@@ -179,34 +185,87 @@ async fn rpo_over_target_makes_the_approve_button_accept_data_loss() {
 }
 
 #[tokio::test]
-async fn slack_failing_after_retries_is_fatal_so_the_run_escalates() {
+async fn slack_failing_after_retries_asks_the_operator_topic_and_the_run_keeps_waiting() {
     let w = world().await;
     w.slack.fail_next([
         Fault::Status(503),
         Fault::RateLimited(0),
         Fault::Status(500),
     ]);
-    let err = handler(w.event(REQUEST), &w.deps).await.unwrap_err();
-    assert_eq!(err.name, ErrorName::Fatal);
-    assert!(err.message.contains("escalate"), "{}", err.message);
-    assert!(
-        err.message.contains("gave up after 3 attempts"),
-        "{}",
-        err.message
-    );
-    assert!(err.message.contains("HTTP 500"), "{}", err.message);
+    let event = w.event(REQUEST);
+    let out = handler(event.clone(), &w.deps).await.unwrap();
     assert_eq!(w.slack.calls().len(), 3);
     assert!(w.slack.messages().is_empty());
+    assert_eq!(out.message, None);
+    assert!(
+        out.slack_error.as_deref().unwrap().contains("HTTP 500"),
+        "{out:?}"
+    );
+    assert!(out.operator_notice.is_some());
+    let notices = handover_testkit::topic_messages(&w.topic).await;
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    let subject = notices[0]["Subject"].as_str().unwrap();
+    let body = notices[0]["Message"].as_str().unwrap();
+    assert!(subject.contains("approval needed"), "{subject}");
+    assert!(subject.contains("Slack refused"), "{subject}");
+    // The same single-use key as a click; the token is read by key, never sent.
+    assert!(body.contains(&format!("APPROVAL#{}", out.key)), "{body}");
+    assert!(body.contains("send-task-success"), "{body}");
+    assert!(body.contains("send-task-failure"), "{body}");
+    assert!(!body.contains(&token_of(&event)), "the task token was sent");
+    assert!(!body.contains(BOT_TOKEN));
+    // The key is stored, so the CLI path decides exactly as a click would.
+    let consumed = w
+        .deps
+        .store
+        .consume_approval(
+            &out.key,
+            Decision::Approve,
+            "U0ONCALL01",
+            w.now + Duration::seconds(1),
+        )
+        .await
+        .unwrap();
+    let ConsumeOutcome::Consumed(c) = consumed else {
+        panic!("{consumed:?}")
+    };
+    assert_eq!(c.task_token, token_of(&event));
 }
 
 #[tokio::test]
-async fn a_permanent_slack_error_is_fatal_without_retries() {
+async fn a_permanent_slack_error_asks_the_operator_topic_without_retries() {
     let w = world().await;
+    w.slack.fail_next([Fault::Api("channel_not_found".into())]);
+    let out = handler(w.event(REQUEST), &w.deps).await.unwrap();
+    assert!(
+        out.slack_error
+            .as_deref()
+            .unwrap()
+            .contains("channel_not_found"),
+        "{out:?}"
+    );
+    assert_eq!(w.slack.calls().len(), 1);
+    assert_eq!(handover_testkit::topic_messages(&w.topic).await.len(), 1);
+}
+
+#[tokio::test]
+async fn slack_and_the_operator_topic_both_refusing_is_fatal_so_the_run_escalates() {
+    let mut w = world().await;
+    let aws = aws();
+    w.deps.operators = Sns::new(
+        &aws,
+        &format!(
+            "arn:aws:sns:{TEST_REGION}:123456789012:{}",
+            unique("absent")
+        ),
+    )
+    .await;
     w.slack.fail_next([Fault::Api("channel_not_found".into())]);
     let err = handler(w.event(REQUEST), &w.deps).await.unwrap_err();
     assert_eq!(err.name, ErrorName::Fatal);
+    assert!(err.message.contains("escalate"), "{}", err.message);
     assert!(err.message.contains("channel_not_found"), "{}", err.message);
-    assert_eq!(w.slack.calls().len(), 1);
+    assert!(err.message.contains("operator topic"), "{}", err.message);
 }
 
 #[tokio::test]
@@ -265,8 +324,8 @@ async fn no_log_line_contains_the_task_token_or_the_bot_token() {
     let key = out.unwrap().key;
     w.slack
         .fail_next([Fault::Status(503), Fault::Status(503), Fault::Status(503)]);
-    let (err, failing_logs) = logs::capture(handler(event, &w.deps)).await;
-    assert!(err.is_err());
+    let (out, failing_logs) = logs::capture(handler(event, &w.deps)).await;
+    assert!(out.unwrap().operator_notice.is_some());
     assert!(
         ok_logs.contains("approval requested"),
         "logs were captured: {ok_logs}"

@@ -1,5 +1,6 @@
 //! Parse the task payload, run the three checks until the plan's deadline.
 
+use handover::adapters::Rds;
 use handover::aws::Aws;
 use handover::error::{ErrorName, FunctionError};
 use handover::execution::{TaskInput, VerifyResult};
@@ -30,10 +31,12 @@ impl Deps {
 /// Verify this execution's failover.
 pub async fn handler(event: serde_json::Value, deps: &Deps) -> Result<VerifyResult, FunctionError> {
     let task = TaskInput::from_event(event)?;
-    let secrets =
-        SecretsManager::new(&deps.aws, &task.state.input.plan.regions.standby.region).await;
+    let standby = &task.state.input.plan.regions.standby.region;
+    let secrets = SecretsManager::new(&deps.aws, standby).await;
+    let rds = Rds::new(&deps.aws, standby).await;
     let vd = VerifyDeps {
         dns: &deps.control,
+        rds: &rds,
         secrets: &secrets,
         http: &deps.http,
     };

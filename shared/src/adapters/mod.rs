@@ -20,6 +20,7 @@ pub mod http;
 pub mod rds;
 pub mod route53;
 pub mod sfn;
+pub mod sns;
 
 pub use bedrock::{Ask, Bedrock, TextModel};
 pub use cloudwatch::{Alarms, CloudWatch, LagSample, ReplicaLag};
@@ -28,6 +29,7 @@ pub use http::{EndpointProbe, HttpProbe, ProbeResult};
 pub use rds::{DbInspector, DbInstance, Rds};
 pub use route53::{HealthChecks, Route53};
 pub use sfn::{ExecutionStarter, Sfn, StartOutcome};
+pub use sns::{OperatorNotice, Sns};
 
 use crate::aws::{SdkError, is_transient};
 use crate::error::{Classify, ErrorName};

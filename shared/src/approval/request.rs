@@ -1,6 +1,7 @@
 //! The `approval` side: store a short key for the task token and ask in Slack.
 
 use super::{TaskToken, new_key};
+use crate::adapters::OperatorNotice;
 use crate::clock::Clock;
 use crate::error::{Classify, ErrorName, FunctionError};
 use crate::execution::{Diagnosis, ExecutionState};
@@ -35,8 +36,15 @@ pub struct ApprovalTask {
 pub struct ApprovalRequested {
     /// The approval key in the buttons.
     pub key: String,
-    /// Where the question was posted.
-    pub message: Posted,
+    /// Where the question was posted; None when Slack refused it and the
+    /// operator topic was told instead.
+    pub message: Option<Posted>,
+    /// Slack's refusal, when there was one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slack_error: Option<String>,
+    /// The operator topic's message id, when the question went there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operator_notice: Option<String>,
     /// When it was asked.
     pub requested_at: DateTime<Utc>,
     /// When the key stops being accepted.
@@ -61,10 +69,19 @@ pub enum RequestError {
     /// The bot token could not be read.
     #[error("reading the Slack bot token")]
     Secret(#[source] SecretError),
-    /// Slack did not take the message, after retries. Nobody has been asked,
-    /// so the run must not wait: the state machine catches this and escalates.
-    #[error("posting the approval request to Slack (nobody was asked; escalate)")]
-    Slack(#[source] SlackError),
+    /// Slack did not take the message, after retries, and the operator
+    /// topic could not be told either. Nobody has been asked, so the run
+    /// must not wait: the state machine catches this and escalates.
+    #[error(
+        "posting the approval request to Slack (nobody was asked; escalate); the operator topic: {notice}"
+    )]
+    Slack {
+        /// Slack's refusal.
+        #[source]
+        source: SlackError,
+        /// Why the operator topic was not told either.
+        notice: String,
+    },
 }
 
 impl Classify for RequestError {
@@ -73,15 +90,15 @@ impl Classify for RequestError {
             RequestError::Input(e) => e.name,
             RequestError::Store(e) => e.error_name(),
             RequestError::Secret(e) => e.error_name(),
-            RequestError::Random(_) | RequestError::KeyCollisions(_) | RequestError::Slack(_) => {
-                ErrorName::Fatal
-            }
+            RequestError::Random(_)
+            | RequestError::KeyCollisions(_)
+            | RequestError::Slack { .. } => ErrorName::Fatal,
         }
     }
 }
 
 /// Stores the key and posts the question.
-pub struct Requester<'a, S> {
+pub struct Requester<'a, S, N> {
     /// The Handover table.
     pub store: &'a Store,
     /// Secrets Manager (the bot token).
@@ -92,9 +109,12 @@ pub struct Requester<'a, S> {
     pub clock: &'a dyn Clock,
     /// Table and Region for the CLI hint.
     pub cli: &'a CliHint,
+    /// The stack's operator topic: told, with the CLI fallback, when Slack
+    /// refuses the question, so the run keeps waiting for an answer.
+    pub operators: &'a N,
 }
 
-impl<S: SecretReader + Sync> Requester<'_, S> {
+impl<S: SecretReader + Sync, N: OperatorNotice + Sync> Requester<'_, S, N> {
     /// Ask for approval of `task`. Returns once the message is posted; the
     /// Step Functions task keeps waiting until the `slack` function answers.
     pub async fn request(&self, task: &ApprovalTask) -> Result<ApprovalRequested, RequestError> {
@@ -115,34 +135,68 @@ impl<S: SecretReader + Sync> Requester<'_, S> {
                 i64::try_from(plan.timings.approval_timeout_s).unwrap_or(i64::MAX / 1000),
             );
         let key = self.store_key(task, requested_at, expires_at).await?;
-        let (text, blocks) = message::approval(&ApprovalView {
+        let view = ApprovalView {
             state,
             diagnosis: &diagnosis,
             key: &key,
             requested_at,
             expires_at,
             cli: self.cli,
-        });
-        let posted = self
+        };
+        let (text, blocks) = message::approval(&view);
+        let slack_error = match self
             .slack
             .post_message(&bot_token, &plan.slack.channel, &text, &blocks)
             .await
-            .map_err(RequestError::Slack)?;
-        info!(
-            incident = %state.input.incident_id,
-            key = %key,
-            channel = %posted.channel,
-            ts = %posted.ts,
-            expires_at = %expires_at,
-            rpo_over_target = diagnosis.rpo_over_target,
-            "approval requested"
-        );
-        Ok(ApprovalRequested {
-            key,
-            message: posted,
-            requested_at,
-            expires_at,
-        })
+        {
+            Ok(posted) => {
+                info!(
+                    incident = %state.input.incident_id,
+                    key = %key,
+                    channel = %posted.channel,
+                    ts = %posted.ts,
+                    expires_at = %expires_at,
+                    rpo_over_target = diagnosis.rpo_over_target,
+                    "approval requested"
+                );
+                return Ok(ApprovalRequested {
+                    key,
+                    message: Some(posted),
+                    slack_error: None,
+                    operator_notice: None,
+                    requested_at,
+                    expires_at,
+                });
+            }
+            Err(e) => e,
+        };
+        // Slack refused: ask on the second channel and keep waiting. The key
+        // is stored, so the CLI path decides exactly as a click would.
+        let refusal = crate::error::chain(&slack_error);
+        let (subject, body) = message::approval_fallback(&view, &refusal);
+        match self.operators.publish(&subject, &body).await {
+            Ok(id) => {
+                warn!(
+                    incident = %state.input.incident_id,
+                    key = %key,
+                    slack_error = %refusal,
+                    notice = %id,
+                    "Slack refused the approval request; the operator topic was asked instead"
+                );
+                Ok(ApprovalRequested {
+                    key,
+                    message: None,
+                    slack_error: Some(refusal),
+                    operator_notice: Some(id),
+                    requested_at,
+                    expires_at,
+                })
+            }
+            Err(e) => Err(RequestError::Slack {
+                source: slack_error,
+                notice: crate::error::chain(&e),
+            }),
+        }
     }
 
     async fn store_key(

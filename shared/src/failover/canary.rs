@@ -86,9 +86,12 @@ pub struct Written {
     pub at: DateTime<Utc>,
 }
 
-/// One canary attempt.
+/// One canary attempt. `standby_endpoint` is S's instance endpoint as RDS
+/// reports it now (None when RDS did not say): the host dialled unless the
+/// plan names one, and the name TLS verifies unless the plan names another.
 pub async fn write_once<S: Secrets>(
     canary: &Canary,
+    standby_endpoint: Option<&str>,
     secrets: &S,
     http: &reqwest::Client,
     incident: &str,
@@ -103,14 +106,26 @@ pub async fn write_once<S: Secrets>(
             table,
             require_tls,
             ca_secret_arn,
+            tls_server_name,
         } => {
+            let host = match (host.as_deref(), standby_endpoint) {
+                (Some(h), _) | (None, Some(h)) => h,
+                (None, None) => {
+                    return Err("RDS reports no endpoint for S's instance yet, and canary.postgres.host names none".into());
+                }
+            };
             let tls = match (require_tls, ca_secret_arn) {
                 (true, Some(arn)) => {
                     let pem = secrets
                         .secret_string(arn)
                         .await
                         .map_err(|e| crate::error::chain(&e))?;
-                    Some(RustlsConnect::trusting(&pem).map_err(|e| format!("{arn}: {e}"))?)
+                    let connect =
+                        RustlsConnect::trusting(&pem).map_err(|e| format!("{arn}: {e}"))?;
+                    let name = tls_server_name.as_deref().or(standby_endpoint).ok_or(
+                        "no TLS name to verify: RDS reports no endpoint for S's instance and canary.postgres.tls_server_name is not set",
+                    )?;
+                    Some((connect.verifying(name)?, name.to_owned()))
                 }
                 (true, None) => {
                     return Err("canary.postgres.require_tls is true but no ca_secret_arn names the CA to trust".into());
@@ -130,9 +145,18 @@ pub async fn write_once<S: Secrets>(
                     e.column()
                 )
             })?;
-            tokio::time::timeout(
+            let verified = tls.as_ref().map(|(_, name)| name.clone());
+            let written = tokio::time::timeout(
                 budget,
-                postgres(host, *port, database, &creds, table, incident, tls),
+                postgres(
+                    host,
+                    *port,
+                    database,
+                    &creds,
+                    table,
+                    incident,
+                    tls.map(|(c, _)| c),
+                ),
             )
             .await
             .map_err(|_| {
@@ -140,7 +164,14 @@ pub async fn write_once<S: Secrets>(
                     "postgres {host}:{port} did not answer within {} ms",
                     budget.as_millis()
                 )
-            })?
+            })??;
+            Ok(match verified {
+                Some(name) => Written {
+                    detail: format!("{} (TLS certificate verified for {name})", written.detail),
+                    ..written
+                },
+                None => written,
+            })
         }
         Canary::Http { url } => {
             let res = http

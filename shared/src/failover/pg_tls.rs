@@ -17,6 +17,9 @@ use tokio_postgres::tls::{ChannelBinding, MakeTlsConnect, TlsConnect, TlsStream}
 #[derive(Clone)]
 pub struct RustlsConnect {
     config: Arc<ClientConfig>,
+    /// The name the server's certificate must carry, when it is not the
+    /// host dialled (S's instance endpoint, reached through another name).
+    server_name: Option<ServerName<'static>>,
 }
 
 impl RustlsConnect {
@@ -42,7 +45,18 @@ impl RustlsConnect {
             .with_no_client_auth();
         Ok(Self {
             config: Arc::new(config),
+            server_name: None,
         })
+    }
+
+    /// Verify the server's certificate against `name` instead of the host
+    /// dialled. RDS certificates name the instance endpoint, so this is how
+    /// the canary proves it reached S's instance and nothing else.
+    pub fn verifying(mut self, name: &str) -> Result<Self, String> {
+        let name = ServerName::try_from(name.to_owned())
+            .map_err(|e| format!("TLS server name {name:?}: {e}"))?;
+        self.server_name = Some(name);
+        Ok(self)
     }
 }
 
@@ -55,9 +69,13 @@ where
     type Error = rustls::pki_types::InvalidDnsNameError;
 
     fn make_tls_connect(&mut self, domain: &str) -> Result<RustlsConnector, Self::Error> {
+        let name = match &self.server_name {
+            Some(name) => name.clone(),
+            None => ServerName::try_from(domain.to_owned())?,
+        };
         Ok(RustlsConnector {
             config: self.config.clone(),
-            name: ServerName::try_from(domain.to_owned())?,
+            name,
         })
     }
 }

@@ -103,9 +103,12 @@ where
 }
 
 /// The capabilities verify uses.
-pub struct VerifyDeps<'a, D, S> {
+pub struct VerifyDeps<'a, D, S, R> {
     /// TestDNSAnswer.
     pub dns: &'a D,
+    /// DescribeDBInstances on S: the endpoint the canary connects to and
+    /// whose name S's certificate must carry.
+    pub rds: &'a R,
     /// Secrets for the DB canary.
     pub secrets: &'a S,
     /// Plain HTTP(S).
@@ -113,9 +116,9 @@ pub struct VerifyDeps<'a, D, S> {
 }
 
 /// Run the three checks; a miss fails with `Handover.VerifyFailed` and the evidence.
-pub async fn verify<D: DnsAnswers, S: Secrets>(
+pub async fn verify<D: DnsAnswers, S: Secrets, R: crate::adapters::DbInspector + Sync>(
     state: &ExecutionState,
-    deps: &VerifyDeps<'_, D, S>,
+    deps: &VerifyDeps<'_, D, S, R>,
     backoff: Backoff,
 ) -> Result<VerifyResult, StepError> {
     let plan = &state.input.plan;
@@ -164,10 +167,36 @@ pub async fn verify<D: DnsAnswers, S: Secrets>(
         }
     });
     let incident = &state.input.incident_id;
+    let standby = &plan.regions.standby.db_instance_id;
     let write_check = until_deadline(deadline, backoff, || async {
-        write_once(&plan.canary, deps.secrets, deps.http, incident, budget)
-            .await
-            .map(|w| (w.detail, w.at))
+        // Asked again on every attempt: right after promotion RDS may still
+        // be rebooting S and report no endpoint.
+        let endpoint = match &plan.canary {
+            crate::plan::Canary::Postgres { .. } => {
+                deps.rds
+                    .describe(standby, budget)
+                    .await
+                    .map_err(|e| {
+                        format!(
+                            "describing S's instance {standby}: {}",
+                            crate::error::chain(&e)
+                        )
+                    })?
+                    .ok_or_else(|| format!("S's instance {standby} does not exist"))?
+                    .endpoint
+            }
+            crate::plan::Canary::Http { .. } => None,
+        };
+        write_once(
+            &plan.canary,
+            endpoint.as_deref(),
+            deps.secrets,
+            deps.http,
+            incident,
+            budget,
+        )
+        .await
+        .map(|w| (w.detail, w.at))
     });
     let (dns_c, read_c, write_c) = tokio::join!(
         Box::pin(dns_check),

@@ -101,7 +101,6 @@ fn every_missing_required_field_is_named_by_path() {
         "dns.switch_mode",
         "dns.standby_target",
         "dns.writer.cname.name",
-        "canary.postgres.host",
         "canary.postgres.secret_arn",
         "slack.channel",
         "slack.approvers",
@@ -114,6 +113,30 @@ fn every_missing_required_field_is_named_by_path() {
             "removing {path}"
         );
     }
+}
+
+#[test]
+fn the_canary_host_is_optional_and_an_empty_one_is_named() {
+    let plan = Plan::from_json(EXAMPLE).unwrap();
+    assert!(
+        matches!(
+            &plan.canary,
+            Canary::Postgres {
+                host: None,
+                tls_server_name: None,
+                ..
+            }
+        ),
+        "the example connects to S's endpoint as RDS reports it"
+    );
+    assert_eq!(
+        err_of(with("canary.postgres.host", json!(" "))),
+        "plan.canary.postgres.host: must not be empty"
+    );
+    assert_eq!(
+        err_of(with("canary.postgres.tls_server_name", json!(""))),
+        "plan.canary.postgres.tls_server_name: must not be empty"
+    );
 }
 
 #[test]

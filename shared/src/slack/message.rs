@@ -209,7 +209,21 @@ fn reject_button(key: &str) -> Value {
     json!({"type": "button", "action_id": ACTION_REJECT, "value": key, "text": plain("Reject")})
 }
 
-fn cli_hint(v: &ApprovalView<'_>) -> Vec<Value> {
+/// The shell commands that decide without Slack: read the task token from
+/// the table by key, then approve or reject. The token itself is never in a
+/// message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CliCommands {
+    /// `TOKEN=$(aws dynamodb get-item …)`.
+    pub read_token: String,
+    /// `aws stepfunctions send-task-success …`.
+    pub approve: String,
+    /// `aws stepfunctions send-task-failure …`.
+    pub reject: String,
+}
+
+/// The commands for `v`'s approval key.
+pub fn cli_commands(v: &ApprovalView<'_>) -> CliCommands {
     let (table, region, key) = (&v.cli.table, &v.cli.region, v.key);
     let ack = v.diagnosis.rpo_over_target;
     let result = |decision: &str| {
@@ -218,18 +232,79 @@ fn cli_hint(v: &ApprovalView<'_>) -> Vec<Value> {
             v.requested_at.to_rfc3339()
         )
     };
+    CliCommands {
+        read_token: format!(
+            "TOKEN=$(aws dynamodb get-item --region {region} --table-name {table} --key '{{\"pk\":{{\"S\":\"APPROVAL#{key}\"}},\"sk\":{{\"S\":\"STATE\"}}}}' --query Item.task_token.S --output text)"
+        ),
+        approve: format!(
+            "aws stepfunctions send-task-success --region {region} --task-token \"$TOKEN\" --task-output '{}'",
+            result("approve")
+        ),
+        reject: format!(
+            "aws stepfunctions send-task-failure --region {region} --task-token \"$TOKEN\" --error Handover.Rejected --cause '{}'",
+            result("reject")
+        ),
+    }
+}
+
+fn cli_hint(v: &ApprovalView<'_>) -> Vec<Value> {
+    let c = cli_commands(v);
     vec![
         mrkdwn(&format!(
-            "Not in Slack? The task token is not in this message: read it from the table by key, then decide by CLI.\n\
-             `TOKEN=$(aws dynamodb get-item --region {region} --table-name {table} --key '{{\"pk\":{{\"S\":\"APPROVAL#{key}\"}},\"sk\":{{\"S\":\"STATE\"}}}}' --query Item.task_token.S --output text)`"
+            "Not in Slack? The task token is not in this message: read it from the table by key, then decide by CLI.\n`{}`",
+            c.read_token
         )),
-        mrkdwn(&format!(
-            "Approve: `aws stepfunctions send-task-success --region {region} --task-token \"$TOKEN\" --task-output '{}'`\n\
-             Reject: `aws stepfunctions send-task-failure --region {region} --task-token \"$TOKEN\" --error Handover.Rejected --cause '{}'`",
-            result("approve"),
-            result("reject")
-        )),
+        mrkdwn(&format!("Approve: `{}`\nReject: `{}`", c.approve, c.reject)),
     ]
+}
+
+/// The operator-topic notice sent when Slack refuses the approval request:
+/// the same question in plain text, with the commands to answer it.
+pub fn approval_fallback(v: &ApprovalView<'_>, slack_error: &str) -> (String, String) {
+    let input = &v.state.input;
+    let mode = if input.drill { "DRILL" } else { "FAILOVER" };
+    let subject = format!(
+        "Handover {mode}: approval needed for {} (Slack refused)",
+        input.incident_id
+    );
+    let c = cli_commands(v);
+    let d = v.diagnosis;
+    let body = format!(
+        "Handover needs a decision and could not ask in Slack ({slack_error}).\n\n\
+         Incident: {}\nFail over from {} to {}\nDecide before: {}\n\n\
+         {}\n\n\
+         The run is waiting. Decide with the operator's own AWS credentials:\n\n\
+         {}\n\nApprove:\n{}\n\nReject:\n{}\n",
+        input.incident_id,
+        input.primary.region,
+        input.standby.region,
+        v.expires_at.to_rfc3339(),
+        fallback_summary(d),
+        c.read_token,
+        c.approve,
+        c.reject
+    );
+    (subject, body)
+}
+
+fn fallback_summary(d: &Diagnosis) -> String {
+    let name = |v: serde_json::Result<String>| v.unwrap_or_default().trim_matches('"').to_owned();
+    let rpo = d
+        .rpo_estimate_s
+        .map_or_else(|| "unknown".to_owned(), |s| format!("{s:.0} s"));
+    format!(
+        "Diagnosis: {}\nRisk {} ({}), action {}, RPO estimate {rpo} against {} s{}",
+        d.summary,
+        name(serde_json::to_string(&d.risk)),
+        d.risk_rule,
+        name(serde_json::to_string(&d.action)),
+        d.rpo_target_s,
+        if d.rpo_over_target {
+            ": OVER the target, approving accepts that data loss"
+        } else {
+            ""
+        }
+    )
 }
 
 fn evidence(d: &Diagnosis) -> Option<String> {
