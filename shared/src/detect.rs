@@ -97,6 +97,16 @@ pub enum TickReport {
         /// Incident id.
         incident_id: String,
     },
+    /// An execution of this incident's name has already ended, while P is
+    /// still failing (its audit never reset the probe run). Execution names
+    /// stay taken for 90 days, so the probe run restarts: the next ticks
+    /// count a new incident with a new name. Logged as an alert.
+    StaleIncident {
+        /// The incident id whose execution ended.
+        incident_id: String,
+        /// Its status.
+        status: String,
+    },
 }
 
 /// Why a tick failed.
@@ -433,12 +443,32 @@ impl<E: EndpointProbe, H: HealthChecks, A: Alarms, S: ExecutionStarter> Detector
                     execution_arn,
                 })
             }
-            StartOutcome::AlreadyExists => {
-                info!(incident, "execution already exists for this incident");
-                Ok(TickReport::AlreadyRunning {
-                    incident_id: incident,
-                })
-            }
+            StartOutcome::AlreadyExists { status } => match status.as_deref() {
+                // Unknown is taken as running: restarting the count for a run
+                // that may be alive would start a second one.
+                None | Some("RUNNING" | "PENDING_REDRIVE") => {
+                    info!(incident, "execution already exists for this incident");
+                    Ok(TickReport::AlreadyRunning {
+                        incident_id: incident,
+                    })
+                }
+                Some(status) => {
+                    error!(
+                        incident,
+                        status,
+                        alert = true,
+                        "the execution for this incident already ended while P is still failing: restarting the count so the next incident gets a new name"
+                    );
+                    self.store.reset_probe(&region, t0).await?;
+                    self.store
+                        .release_lock(&incident, now, chrono::Duration::zero())
+                        .await?;
+                    Ok(TickReport::StaleIncident {
+                        incident_id: incident,
+                        status: status.to_owned(),
+                    })
+                }
+            },
         }
     }
 }

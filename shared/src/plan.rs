@@ -446,6 +446,10 @@ pub struct Explain {
     pub timeout_ms: u64,
 }
 
+/// Longest service name: `<service>-<region>-<YYYYMMDDTHHMMSSZ>` must fit
+/// an execution name's 80 characters with the longest Region codes (about 20).
+pub const MAX_SERVICE_LEN: usize = 40;
+
 /// Longest explanation budget a plan may set.
 pub const EXPLAIN_MAX_TIMEOUT_MS: u64 = 20_000;
 
@@ -580,6 +584,22 @@ impl Plan {
         };
         non_empty(&self.version, "version")?;
         non_empty(&self.service, "service")?;
+        // The execution name is `<service>-<region>-<T0>`, at most 80
+        // characters: a long service would truncate T0 away and make every
+        // incident's name the same.
+        if self.service.len() > MAX_SERVICE_LEN
+            || !self
+                .service
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return bad(
+                "service",
+                &format!(
+                    "must be 1-{MAX_SERVICE_LEN} characters of [A-Za-z0-9_-]: it starts every execution name, which holds at most 80"
+                ),
+            );
+        }
         for (name, site) in [
             ("primary", &self.regions.primary),
             ("standby", &self.regions.standby),

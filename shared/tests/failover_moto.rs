@@ -257,6 +257,71 @@ async fn a_retried_promote_after_success_calls_nothing_twice() {
     assert_eq!(r.store.primary().await.unwrap().unwrap().epoch, 2);
 }
 
+/// Issue 12, scenario 3: PromoteReadReplica accepted but its answer lost
+/// (a timeout, a reset, the process killed) after the claim. The retry must
+/// see the replica already promoting and poll it, not fail on a replica that
+/// is no longer available and leave S promoting on its own.
+#[tokio::test]
+async fn a_promotion_call_whose_answer_was_lost_is_recognised_on_retry_and_not_repeated() {
+    let r = run(5.0).await;
+    let state = r.fenced("exec-lost", false).await.unwrap();
+    let now = Utc::now();
+    r.store
+        .claim_promotion(1, "exec-lost", (5.0, now), now)
+        .await
+        .unwrap();
+    // The call that went out: RDS acted, the answer never came back.
+    r.aws
+        .rds(&r.plan.regions.standby.region)
+        .await
+        .promote_read_replica()
+        .db_instance_identifier(&r.plan.regions.standby.db_instance_id)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.promote_calls().await, 1);
+    let retried = r.start(&state, "exec-lost").await.unwrap();
+    assert_eq!(
+        retried.status,
+        PromotionStatus::Promoting,
+        "{}",
+        retried.db_status
+    );
+    assert!(
+        retried.db_status.contains("answer was lost"),
+        "{}",
+        retried.db_status
+    );
+    assert_eq!(retried.rpo_s, 5.0, "the RPO recorded with the claim");
+    assert_eq!(r.promote_calls().await, 1, "never called twice");
+    let tr = r
+        .store
+        .primary()
+        .await
+        .unwrap()
+        .unwrap()
+        .transition
+        .unwrap();
+    assert!(tr.promote_called_at.is_some(), "the call is recorded now");
+}
+
+/// The other side of the same question: claimed, but the call never reached
+/// RDS (the process died before it). The replica is still a healthy replica,
+/// so the retry calls PromoteReadReplica, once.
+#[tokio::test]
+async fn a_claim_whose_call_never_reached_rds_calls_it_on_retry() {
+    let r = run(5.0).await;
+    let state = r.fenced("exec-died", false).await.unwrap();
+    let now = Utc::now();
+    r.store
+        .claim_promotion(1, "exec-died", (5.0, now), now)
+        .await
+        .unwrap();
+    let retried = r.start(&state, "exec-died").await.unwrap();
+    assert_eq!(retried.status, PromotionStatus::Promoting);
+    assert_eq!(r.promote_calls().await, 1);
+}
+
 #[tokio::test]
 async fn lag_over_the_limit_needs_acknowledgement() {
     let r = run(126.0).await;

@@ -285,6 +285,57 @@ mod tests {
         assert_eq!(w.executions().await.len(), 1);
     }
 
+    /// Issue 12, scenario 8: a closed execution with the incident's name
+    /// (its audit never ran) must not read as "still running" forever while
+    /// P stays down: the count restarts and the next incident starts.
+    #[tokio::test]
+    async fn a_closed_execution_of_the_same_name_restarts_the_count_instead_of_blocking() {
+        let w = world().await;
+        w.p_down().await;
+        for m in 0..2 {
+            w.tick(minute(m)).await;
+        }
+        let TickReport::Started {
+            execution_arn,
+            incident_id,
+        } = w.tick(minute(2)).await
+        else {
+            panic!("no start")
+        };
+        // The run ends without its audit (the lock and the probe run stay).
+        w.aws
+            .sfn("ap-northeast-1")
+            .await
+            .stop_execution()
+            .execution_arn(&execution_arn)
+            .send()
+            .await
+            .unwrap();
+        let report = w.tick(minute(3)).await;
+        assert_eq!(
+            report,
+            TickReport::StaleIncident {
+                incident_id: incident_id.clone(),
+                status: "ABORTED".into()
+            }
+        );
+        // The next K ticks are a new incident, with a new name.
+        for m in 4..6 {
+            assert!(matches!(
+                w.tick(minute(m)).await,
+                TickReport::Suspect { .. }
+            ));
+        }
+        let TickReport::Started {
+            incident_id: next, ..
+        } = w.tick(minute(6)).await
+        else {
+            panic!("the next incident did not start")
+        };
+        assert_ne!(next, incident_id);
+        assert_eq!(w.executions().await.len(), 2);
+    }
+
     #[tokio::test]
     async fn a_held_lock_is_logged_not_an_error() {
         let w = world().await;

@@ -12,8 +12,12 @@ pub enum StartOutcome {
         /// Execution ARN.
         execution_arn: String,
     },
-    /// An execution with this name exists already (a retried tick).
-    AlreadyExists,
+    /// An execution with this name exists already: a retried tick while it
+    /// runs, or one that has ended (names stay taken for 90 days).
+    AlreadyExists {
+        /// Its status (`RUNNING`, `SUCCEEDED`, …), or None when it could not be read.
+        status: Option<String>,
+    },
 }
 
 /// Start executions of the Handover state machine.
@@ -63,11 +67,30 @@ impl ExecutionStarter for Sfn {
             }),
             Err(e) => {
                 let err = call_error("states", "StartExecution", &self.region, e);
-                if err.code() == Some("ExecutionAlreadyExists") {
-                    Ok(StartOutcome::AlreadyExists)
-                } else {
-                    Err(err)
+                if err.code() != Some("ExecutionAlreadyExists") {
+                    return Err(err);
                 }
+                // Which one: still running (a retried tick), or closed?
+                let arn = format!(
+                    "{}:{name}",
+                    self.state_machine_arn
+                        .replacen(":stateMachine:", ":execution:", 1)
+                );
+                let status = match self
+                    .client
+                    .describe_execution()
+                    .execution_arn(&arn)
+                    .send()
+                    .await
+                {
+                    Ok(d) => Some(d.status().as_str().to_owned()),
+                    Err(e) => {
+                        let e = call_error("states", "DescribeExecution", &self.region, e);
+                        tracing::warn!(execution = %arn, error = %crate::error::chain(&e), "could not read the existing execution");
+                        None
+                    }
+                };
+                Ok(StartOutcome::AlreadyExists { status })
             }
         }
     }

@@ -45,6 +45,23 @@ pub trait ReplicaPromoter {
         &self,
         budget: Duration,
     ) -> impl std::future::Future<Output = Result<PromotionProgress, AwsError>> + Send;
+    /// Has a promotion call already reached the database? Asked when this
+    /// execution claimed the promotion but never recorded the call: the
+    /// call may have been accepted with its answer lost (a timeout, a reset,
+    /// the process killed), and calling again would fail on a replica that
+    /// is already promoting.
+    fn started(
+        &self,
+        budget: Duration,
+    ) -> impl std::future::Future<Output = Result<bool, AwsError>> + Send;
+}
+
+/// The promotion calls are never retried by the SDK: a retry after a lost
+/// answer would meet a replica that is already promoting. Handover's own
+/// retry asks the database first ([`ReplicaPromoter::started`]).
+fn no_sdk_retry() -> aws_sdk_rds::config::Builder {
+    aws_sdk_rds::config::Builder::default()
+        .retry_config(aws_sdk_rds::config::retry::RetryConfig::disabled())
 }
 
 /// RDS instance with a cross-Region read replica.
@@ -108,6 +125,8 @@ impl ReplicaPromoter for RdsReplica<'_> {
                 .promote_read_replica()
                 .db_instance_identifier(&self.replica_id)
                 .backup_retention_period(self.backup_retention_days)
+                .customize()
+                .config_override(no_sdk_retry())
                 .send()
                 .await
                 .map_err(|e| call_error("rds", "PromoteReadReplica", &region, e))?;
@@ -123,6 +142,16 @@ impl ReplicaPromoter for RdsReplica<'_> {
             complete: d.status == "available" && d.replication_source.is_none(),
             status: d.status,
         })
+    }
+
+    async fn started(&self, budget: Duration) -> Result<bool, AwsError> {
+        let d = self.describe(budget).await?;
+        // ready() saw an available replica of P before the claim: a replica
+        // that is no longer one, or is modifying or rebooting, is promoting.
+        Ok(
+            d.replication_source.is_none()
+                || matches!(d.status.as_str(), "modifying" | "rebooting"),
+        )
     }
 }
 
@@ -194,6 +223,8 @@ impl ReplicaPromoter for AuroraGlobal<'_> {
                 c.switchover_global_cluster()
                     .global_cluster_identifier(&self.global_cluster_id)
                     .target_db_cluster_identifier(&self.target_cluster_arn)
+                    .customize()
+                    .config_override(no_sdk_retry())
                     .send()
                     .await
                     .map(|_| ())
@@ -206,6 +237,8 @@ impl ReplicaPromoter for AuroraGlobal<'_> {
                     .global_cluster_identifier(&self.global_cluster_id)
                     .target_db_cluster_identifier(&self.target_cluster_arn)
                     .allow_data_loss(true)
+                    .customize()
+                    .config_override(no_sdk_retry())
                     .send()
                     .await
                     .map(|_| ())
@@ -221,6 +254,11 @@ impl ReplicaPromoter for AuroraGlobal<'_> {
             complete: writer && status == "available",
             status,
         })
+    }
+
+    async fn started(&self, budget: Duration) -> Result<bool, AwsError> {
+        let (writer, status) = self.target_is_writer(budget).await?;
+        Ok(writer || status != "available")
     }
 }
 
@@ -274,6 +312,12 @@ impl ReplicaPromoter for Promoter<'_> {
         match self {
             Promoter::Rds(p) => p.progress(budget).await,
             Promoter::Aurora(p) => p.progress(budget).await,
+        }
+    }
+    async fn started(&self, budget: Duration) -> Result<bool, AwsError> {
+        match self {
+            Promoter::Rds(p) => p.started(budget).await,
+            Promoter::Aurora(p) => p.started(budget).await,
         }
     }
 }
@@ -343,6 +387,32 @@ pub async fn start<P: ReplicaPromoter, L: ReplicaLag>(
             "the epoch moved from {epoch} to {}",
             current.epoch
         )));
+    }
+    // Claimed but the call never recorded: the call may have been accepted
+    // with its answer lost. Read the world, never memory: a replica that is
+    // already promoting means it was.
+    if let Some(tr) = current
+        .transition
+        .as_ref()
+        .filter(|t| t.execution == execution && t.promote_called_at.is_none())
+        && let Some((rpo, at)) = tr.rpo
+        && promoter.started(budget).await?
+    {
+        let called = tr.promote_claimed_at.unwrap_or_else(now);
+        claimed(
+            store.mark_promote_called(epoch, execution, called).await?,
+            "promote",
+        )?;
+        info!(
+            execution,
+            epoch, "the earlier promotion call reached RDS; polling it"
+        );
+        return Ok(promoting(
+            rpo,
+            at,
+            called,
+            "promoting (the earlier call was accepted; its answer was lost)".into(),
+        ));
     }
 
     if let Err(reason) = promoter.ready(budget).await? {

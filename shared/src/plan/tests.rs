@@ -116,6 +116,22 @@ fn every_missing_required_field_is_named_by_path() {
 }
 
 #[test]
+fn a_service_name_that_would_truncate_the_execution_names_timestamp_is_refused() {
+    for bad in [json!("x".repeat(41)), json!("my shop"), json!("shop/eu")] {
+        let err = err_of(with("service", bad.clone()));
+        assert!(
+            err.starts_with("plan.service: must be 1-40 characters"),
+            "{bad}: {err}"
+        );
+    }
+    // The longest accepted still leaves the whole T0 in the name.
+    let plan = Plan::from_value(with("service", json!("s".repeat(40)))).unwrap();
+    let t0 = chrono::TimeZone::with_ymd_and_hms(&chrono::Utc, 2026, 11, 30, 14, 11, 55).unwrap();
+    let name = crate::detect::incident_id(&plan.service, "ap-southeast-5", t0);
+    assert!(name.ends_with("-20261130T141155Z"), "{name}");
+}
+
+#[test]
 fn the_canary_host_is_optional_and_an_empty_one_is_named() {
     let plan = Plan::from_json(EXAMPLE).unwrap();
     assert!(
