@@ -331,6 +331,11 @@ impl Drill {
             true,
         );
         env.push(("SLACK_API_BASE", slack.api_base()));
+        // One drill runs the functions at TRACE (scripts/drills.sh), so the
+        // log scan sees what lambda_runtime and the SDK would print there.
+        if let Ok(level) = std::env::var("HANDOVER_DRILL_RUST_LOG") {
+            env.push(("RUST_LOG", level));
+        }
         let lambdas = Lambdas::start(&env).await;
         let mut drill = Drill {
             out: out.to_owned(),
@@ -906,6 +911,8 @@ impl Drill {
         if let Some(t) = token {
             secrets.push(("a task token", t.to_owned()));
         }
+        // Whoever holds a response_url can post into the channel.
+        secrets.push(("the Slack response_url", self.slack.response_url("drill")));
         let mut logs = vec![(
             "functions",
             self.lambdas

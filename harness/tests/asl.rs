@@ -154,3 +154,10 @@ fn no_array_index_in_any_json_path() {
     // moto's JSONPath returns [x] for $.a[0].b; the flow uses object paths only.
     assert!(!ASL.contains("[0]"), "array index in a path");
 }
+
+/// The whole run's TimeoutSeconds is the bound the plan validates against.
+#[test]
+fn the_state_machine_times_out_where_the_plan_says_a_run_is_too_long() {
+    let asl: Value = serde_json::from_str(include_str!("../../statemachine.asl.json")).unwrap();
+    assert_eq!(asl["TimeoutSeconds"], handover::plan::MAX_RUN_S);
+}

@@ -446,6 +446,29 @@ pub struct Explain {
     pub timeout_ms: u64,
 }
 
+/// Time a run spends in its tasks besides the waits the plan sets.
+pub const RUN_MARGIN_S: u64 = 300;
+/// The state machine's `TimeoutSeconds` (statemachine.asl.json): two days.
+pub const MAX_RUN_S: u64 = 2 * 24 * 60 * 60;
+/// verify runs in one Lambda invocation (Timeout 900 s) with time to report.
+pub const MAX_VERIFY_DEADLINE_S: u64 = 840;
+/// One AWS call's budget inside a step whose Lambda timeout is 60 s.
+pub const MAX_CALL_TIMEOUT_MS: u64 = 20_000;
+
+impl Timings {
+    /// The longest a run can take: the approval wait, every promotion poll,
+    /// verify's deadline, and [`RUN_MARGIN_S`] for the tasks themselves.
+    pub fn worst_case_run_s(&self) -> u64 {
+        self.approval_timeout_s
+            .saturating_add(
+                self.promotion_poll_s
+                    .saturating_mul(u64::from(self.promotion_max_polls)),
+            )
+            .saturating_add(self.verify_deadline_s)
+            .saturating_add(RUN_MARGIN_S)
+    }
+}
+
 /// Longest service name: `<service>-<region>-<YYYYMMDDTHHMMSSZ>` must fit
 /// an execution name's 80 characters with the longest Region codes (about 20).
 pub const MAX_SERVICE_LEN: usize = 40;
@@ -627,28 +650,15 @@ impl Plan {
             );
         }
         if self.database.kind == DatabaseKind::AuroraGlobal {
-            if self
-                .database
-                .global_cluster_id
-                .as_deref()
-                .is_none_or(str::is_empty)
-            {
-                return bad(
-                    "database.global_cluster_id",
-                    "missing (required for kind aurora_global)",
-                );
-            }
-            if self
-                .database
-                .standby_cluster_arn
-                .as_deref()
-                .is_none_or(str::is_empty)
-            {
-                return bad(
-                    "database.standby_cluster_arn",
-                    "missing (required for kind aurora_global)",
-                );
-            }
+            // Refused rather than accepted and failed later: diagnose reads a
+            // replication source Aurora members lack, the lag gate reads the
+            // per-instance ReplicaLag (Aurora's is the cluster-level
+            // AuroraGlobalDBReplicationLag), and the fence changes instance
+            // security groups (Aurora's belong to the cluster).
+            return bad(
+                "database.kind",
+                "aurora_global is not supported end to end yet (diagnose, the lag gate and the fence are written for RDS instances); use rds_instance",
+            );
         }
         if !(1..=35).contains(&self.database.backup_retention_days) {
             return bad("database.backup_retention_days", "must be between 1 and 35");
@@ -800,6 +810,42 @@ impl Plan {
             return bad(
                 "timings.approval_timeout_s",
                 "must be at most 86400 (a day)",
+            );
+        }
+        // The lock must outlive the run it guards, or a second execution can
+        // start beside a live one; the state machine's own TimeoutSeconds
+        // must outlive it too, or a healthy run is cut off.
+        let worst = t.worst_case_run_s();
+        if t.lock_lease_s < worst {
+            return bad(
+                "timings.lock_lease_s",
+                &format!(
+                    "must be at least the longest run, {worst} s (approval_timeout_s + promotion_poll_s x promotion_max_polls + verify_deadline_s + {RUN_MARGIN_S} s for the tasks)"
+                ),
+            );
+        }
+        if worst > MAX_RUN_S {
+            return bad(
+                "timings",
+                &format!(
+                    "the longest run is {worst} s, more than the state machine's TimeoutSeconds ({MAX_RUN_S} s)"
+                ),
+            );
+        }
+        if t.verify_deadline_s > MAX_VERIFY_DEADLINE_S {
+            return bad(
+                "timings.verify_deadline_s",
+                &format!(
+                    "must be at most {MAX_VERIFY_DEADLINE_S} (verify's Lambda timeout is 900 s)"
+                ),
+            );
+        }
+        if t.call_timeout_ms > MAX_CALL_TIMEOUT_MS {
+            return bad(
+                "timings.call_timeout_ms",
+                &format!(
+                    "must be at most {MAX_CALL_TIMEOUT_MS} (the steps' Lambda timeout is 60 s)"
+                ),
             );
         }
         if self.fence.timeout_ms == 0 {

@@ -9,11 +9,15 @@ use serde_json::{Map, Value, json};
 use tracing_subscriber::EnvFilter;
 
 /// Directives added on top of `RUST_LOG`, whatever it says: at TRACE the AWS
-/// SDK logs response bodies, and a DynamoDB item can hold a task token.
-pub const SDK_LOG_CAP: [&str; 3] = [
+/// SDK logs response bodies, and a DynamoDB item can hold a task token;
+/// lambda_runtime logs every raw event, and the approval task's holds the
+/// task token, a Slack click's the `response_url`.
+pub const SDK_LOG_CAP: [&str; 5] = [
     "aws_smithy_runtime=debug",
     "aws_smithy_runtime_api=debug",
     "aws_smithy_http_client=debug",
+    "lambda_runtime=debug",
+    "lambda_runtime_api_client=debug",
 ];
 
 /// The filter: `RUST_LOG` (default `info`). When that enables TRACE, the

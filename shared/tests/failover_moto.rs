@@ -93,7 +93,7 @@ impl Run {
 #[tokio::test]
 async fn fence_swaps_in_the_deny_all_group_and_records_the_old_ones() {
     let r = run(5.0).await;
-    let state = run_state(&r.plan, json!({}));
+    let state = run_state(&r.plan, json!({ "approval": approval(false) }));
     let p = r.p_rds().await;
     let f = fence(&state, "exec-a", &r.store, &p, Utc::now)
         .await
@@ -145,7 +145,7 @@ async fn fence_with_p_unreachable_is_unconfirmed_and_the_policy_decides() {
     .await;
     let p = r.p_rds().await;
     let stop = fence(
-        &run_state(&r.plan, json!({})),
+        &run_state(&r.plan, json!({ "approval": approval(false) })),
         "exec-a",
         &r.store,
         &p,
@@ -164,7 +164,7 @@ async fn fence_with_p_unreachable_is_unconfirmed_and_the_policy_decides() {
         .await
         .unwrap();
     let proceed = fence(
-        &run_state(&proceed_plan, json!({})),
+        &run_state(&proceed_plan, json!({ "approval": approval(false) })),
         "exec-b",
         &store2,
         &p,
@@ -320,6 +320,71 @@ async fn a_claim_whose_call_never_reached_rds_calls_it_on_retry() {
     let retried = r.start(&state, "exec-died").await.unwrap();
     assert_eq!(retried.status, PromotionStatus::Promoting);
     assert_eq!(r.promote_calls().await, 1);
+}
+
+/// Issue 12, scenario 7: fence and promote act only on an approval that
+/// says approve, by someone on the plan's list. A send-task-success with a
+/// reject payload (or a stranger's id) changes nothing.
+#[tokio::test]
+async fn fence_and_promote_refuse_an_approval_that_is_not_an_allowed_approve() {
+    let r = run(5.0).await;
+    async fn groups(r: &Run) -> Vec<String> {
+        let p = &r.plan.regions.primary;
+        let d = r
+            .aws
+            .rds(&p.region)
+            .await
+            .describe_db_instances()
+            .db_instance_identifier(&p.db_instance_id)
+            .send()
+            .await
+            .unwrap();
+        d.db_instances()[0]
+            .vpc_security_groups()
+            .iter()
+            .filter_map(|g| g.vpc_security_group_id().map(str::to_owned))
+            .collect()
+    }
+    let before = groups(&r).await;
+    let mut reject = approval(false);
+    reject["decision"] = json!("reject");
+    let mut stranger = approval(false);
+    stranger["approver_id"] = json!("U0STRANGER");
+    for (what, a) in [("reject", reject), ("stranger", stranger)] {
+        let state = run_state(&r.plan, json!({ "approval": a }));
+        let err = fence(&state, "exec-x", &r.store, &r.p_rds().await, Utc::now)
+            .await
+            .unwrap_err();
+        assert_eq!(err.error_name(), ErrorName::Precondition, "{what}: {err}");
+        assert!(
+            err.to_string().contains("nothing is fenced or promoted"),
+            "{what}: {err}"
+        );
+        let mut promote_state = state.clone();
+        promote_state.steps.insert(
+            "fence".into(),
+            json!({"outcome": "confirmed", "policy": "stop", "may_proceed": true,
+                   "previous_security_groups": [], "fence_security_group": "sg-x",
+                   "started_at": Utc::now(), "fenced_at": Utc::now(), "epoch": 1, "detail": ""}),
+        );
+        let err = r.start(&promote_state, "exec-x").await.unwrap_err();
+        assert_eq!(err.error_name(), ErrorName::Precondition, "{what}: {err}");
+        assert!(
+            err.to_string().contains("nothing is fenced or promoted"),
+            "{what}: {err}"
+        );
+    }
+    assert_eq!(groups(&r).await, before, "P was not fenced");
+    assert!(
+        r.store
+            .primary()
+            .await
+            .unwrap()
+            .unwrap()
+            .transition
+            .is_none()
+    );
+    assert_eq!(r.promote_calls().await, 0);
 }
 
 #[tokio::test]

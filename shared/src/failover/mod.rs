@@ -66,6 +66,30 @@ pub(crate) fn claimed(
     }
 }
 
+/// The approval the irreversible steps act on: present, an `approve`, by a
+/// person on the plan's allow-list. A `send-task-success` carrying a reject,
+/// or one from someone the plan does not name, fences and promotes nothing.
+pub(crate) fn approved(
+    state: &crate::execution::ExecutionState,
+) -> Result<crate::execution::ApprovalResult, StepError> {
+    let a: crate::execution::ApprovalResult = state
+        .require("approval")
+        .map_err(|e| StepError::Precondition(e.message))?;
+    if a.decision != crate::store::approval::Decision::Approve {
+        return Err(StepError::Precondition(format!(
+            "the approval says {:?}, not approve: nothing is fenced or promoted",
+            a.decision
+        )));
+    }
+    if state.input.plan.approver(&a.approver_id).is_none() {
+        return Err(StepError::Precondition(format!(
+            "the approval was given as {:?}, who is not on the plan's approver list: nothing is fenced or promoted",
+            a.approver_id
+        )));
+    }
+    Ok(a)
+}
+
 /// The epoch the run started with (from detect's input).
 pub(crate) fn start_epoch(state: &crate::execution::ExecutionState) -> Result<i64, StepError> {
     state.input.primary.epoch.ok_or_else(|| {

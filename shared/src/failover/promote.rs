@@ -344,9 +344,7 @@ pub async fn start<P: ReplicaPromoter, L: ReplicaLag>(
             fence.outcome, fence.policy
         )));
     }
-    let approval: ApprovalResult = state
-        .require("approval")
-        .map_err(|e| StepError::Precondition(e.message))?;
+    let approval: ApprovalResult = super::approved(state)?;
 
     // A retry after the call went out: report, never call twice.
     let current = store

@@ -131,6 +131,28 @@ fn a_service_name_that_would_truncate_the_execution_names_timestamp_is_refused()
     assert!(name.ends_with("-20261130T141155Z"), "{name}");
 }
 
+/// Issue 12, scenario 9: a lease shorter than the run lets a second
+/// execution start beside a live one.
+#[test]
+fn the_lock_lease_must_outlive_the_longest_run_and_the_steps_fit_their_lambdas() {
+    let err = err_of(with("timings.approval_timeout_s", json!(7200)));
+    assert!(
+        err.starts_with("plan.timings.lock_lease_s: must be at least the longest run, 9600 s"),
+        "{err}"
+    );
+    let mut v = with("timings.approval_timeout_s", json!(7200));
+    v["timings"]["lock_lease_s"] = json!(9600);
+    Plan::from_value(v).unwrap();
+    assert_eq!(
+        err_of(with("timings.verify_deadline_s", json!(900))),
+        "plan.timings.verify_deadline_s: must be at most 840 (verify's Lambda timeout is 900 s)"
+    );
+    assert_eq!(
+        err_of(with("timings.call_timeout_ms", json!(60_000))),
+        "plan.timings.call_timeout_ms: must be at most 20000 (the steps' Lambda timeout is 60 s)"
+    );
+}
+
 #[test]
 fn the_canary_host_is_optional_and_an_empty_one_is_named() {
     let plan = Plan::from_json(EXAMPLE).unwrap();
@@ -347,10 +369,15 @@ fn unknown_fields_are_refused_with_their_path() {
 
 #[test]
 fn kind_specific_fields_are_required() {
-    let v = with("database.kind", json!("aurora_global"));
+    // Issue 12, scenario 11: a mode that validates and then fails is worse
+    // than one refused up front.
+    let mut v = with("database.kind", json!("aurora_global"));
+    v["database"]["global_cluster_id"] = json!("shop-global");
+    v["database"]["standby_cluster_arn"] =
+        json!("arn:aws:rds:ap-northeast-1:123456789012:cluster:shop-s");
     assert_eq!(
         err_of(v),
-        "plan.database.global_cluster_id: missing (required for kind aurora_global)"
+        "plan.database.kind: aurora_global is not supported end to end yet (diagnose, the lag gate and the fence are written for RDS instances); use rds_instance"
     );
     let v = with("dns.switch_mode", json!("routing_control"));
     assert_eq!(
