@@ -76,6 +76,25 @@ impl World {
     }
 }
 
+/// Consume `key` as an allowed approver would, a second after it was asked.
+async fn consume(w: &World, key: &str) -> handover::store::approval::ConsumedApproval {
+    let consumed = w
+        .deps
+        .store
+        .consume_approval(
+            key,
+            Decision::Approve,
+            "U0ONCALL01",
+            w.now + Duration::seconds(1),
+        )
+        .await
+        .unwrap();
+    let ConsumeOutcome::Consumed(c) = consumed else {
+        panic!("{consumed:?}")
+    };
+    c
+}
+
 fn token_of(event: &Value) -> String {
     event["token"].as_str().unwrap().to_owned()
 }
@@ -128,20 +147,7 @@ async fn the_question_is_posted_with_the_key_and_the_key_maps_to_the_token() {
         "no token in Slack"
     );
 
-    let consumed = w
-        .deps
-        .store
-        .consume_approval(
-            &out.key,
-            Decision::Approve,
-            "U0ONCALL01",
-            w.now + Duration::seconds(1),
-        )
-        .await
-        .unwrap();
-    let ConsumeOutcome::Consumed(c) = consumed else {
-        panic!("{consumed:?}")
-    };
+    let c = consume(&w, &out.key).await;
     assert_eq!(c.task_token, token_of(&event));
     assert_eq!(c.execution, event["execution"].as_str().unwrap());
     assert_eq!(c.incident, "shop-ap-northeast-2-20261130T141155Z");
@@ -215,20 +221,7 @@ async fn slack_failing_after_retries_asks_the_operator_topic_and_the_run_keeps_w
     assert!(!body.contains(&token_of(&event)), "the task token was sent");
     assert!(!body.contains(BOT_TOKEN));
     // The key is stored, so the CLI path decides exactly as a click would.
-    let consumed = w
-        .deps
-        .store
-        .consume_approval(
-            &out.key,
-            Decision::Approve,
-            "U0ONCALL01",
-            w.now + Duration::seconds(1),
-        )
-        .await
-        .unwrap();
-    let ConsumeOutcome::Consumed(c) = consumed else {
-        panic!("{consumed:?}")
-    };
+    let c = consume(&w, &out.key).await;
     assert_eq!(c.task_token, token_of(&event));
 }
 
