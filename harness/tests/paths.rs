@@ -684,11 +684,32 @@ async fn path_slack_refusing_asks_the_operator_topic_and_the_cli_answer_succeeds
         .expect("the key maps to the task token")
         .clone();
     assert!(!body.contains(&token), "the notice never carries the token");
-    let output = json!({
-        "decision": "approve", "approver_id": "U0ONCALL01", "approver_name": "Primary on-call",
-        "decided_at": Utc::now().to_rfc3339(), "requested_at": Utc::now().to_rfc3339(),
-        "data_loss_acknowledged": false
+    // The decision document exactly as the notice's command builds it: its
+    // --task-output argument, evaluated by bash with the approver set as
+    // the notice asks (one of the plan's list).
+    let command = body
+        .lines()
+        .find(|l| l.starts_with("aws stepfunctions send-task-success"))
+        .expect("the notice has the approve command");
+    let arg = command
+        .split_once("--task-output ")
+        .expect("the command passes --task-output")
+        .1;
+    assert!(
+        body.contains("APPROVER_ID='U0ONCALL01' APPROVER_NAME='Primary on-call'"),
+        "the notice lists the approvers: {body}"
+    );
+    let shell = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "APPROVER_ID='U0ONCALL01' APPROVER_NAME='Primary on-call'; printf '%s' {arg}"
+        ))
+        .output()
+        .unwrap();
+    let output: Value = serde_json::from_slice(&shell.stdout).unwrap_or_else(|e| {
+        panic!("the notice's --task-output is not JSON once the shell ran it: {e}: {arg}")
     });
+    assert_eq!(output["decision"], "approve");
     w.aws
         .sfn(TEST_REGION)
         .await

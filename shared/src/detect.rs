@@ -97,10 +97,11 @@ pub enum TickReport {
         /// Incident id.
         incident_id: String,
     },
-    /// An execution of this incident's name has already ended, while P is
-    /// still failing (its audit never reset the probe run). Execution names
-    /// stay taken for 90 days, so the probe run restarts: the next ticks
-    /// count a new incident with a new name. Logged as an alert.
+    /// An execution of this incident's name ended more than [`STALE_AFTER`]
+    /// ago, while P is still failing (its audit never reset the probe run).
+    /// Execution names stay taken for 90 days, so the probe run restarts and
+    /// the lock is released with the plan's cooldown: after it, the next
+    /// ticks count a new incident with a new name. Logged as an alert.
     StaleIncident {
         /// The incident id whose execution ended.
         incident_id: String,
@@ -294,6 +295,11 @@ pub struct Detector<'a, E, H, A, S> {
     pub stack: &'a str,
 }
 
+/// How long after an execution closed detect waits for its audit before
+/// taking the incident as stale (the audit's reads, report and Slack post
+/// take well under this).
+pub const STALE_AFTER: chrono::Duration = chrono::Duration::minutes(15);
+
 /// The heartbeat of one recorded tick, as EMF: `Handover/DetectTicks` (1)
 /// and `Handover/UnreadableSignals` (signals that could not be read). The
 /// stack alarms when the ticks stop (missing data breaches) and when a
@@ -443,32 +449,42 @@ impl<E: EndpointProbe, H: HealthChecks, A: Alarms, S: ExecutionStarter> Detector
                     execution_arn,
                 })
             }
-            StartOutcome::AlreadyExists { status } => match status.as_deref() {
-                // Unknown is taken as running: restarting the count for a run
-                // that may be alive would start a second one.
-                None | Some("RUNNING" | "PENDING_REDRIVE") => {
-                    info!(incident, "execution already exists for this incident");
-                    Ok(TickReport::AlreadyRunning {
-                        incident_id: incident,
-                    })
+            StartOutcome::AlreadyExists { status, stopped_at } => {
+                match (status.as_deref(), stopped_at) {
+                    // Only the four closed statuses count as closed, and only
+                    // once the audit has had its time (it releases the lock with
+                    // the plan's cooldown and resets the probe run). Anything
+                    // else (unknown, unreadable, a new status, just closed) is
+                    // taken as running: restarting the count beside a live run,
+                    // or racing the audit, would ask again at once.
+                    (
+                        Some(status @ ("SUCCEEDED" | "FAILED" | "TIMED_OUT" | "ABORTED")),
+                        Some(stopped),
+                    ) if now >= stopped + STALE_AFTER => {
+                        error!(
+                            incident,
+                            status,
+                            alert = true,
+                            "the execution for this incident already ended while P is still failing: restarting the count so the next incident gets a new name"
+                        );
+                        self.store.reset_probe(&region, t0).await?;
+                        let cooldown = chrono::Duration::seconds(
+                            i64::try_from(plan.timings.cooldown_s).unwrap_or(i64::MAX / 1000),
+                        );
+                        self.store.release_lock(&incident, now, cooldown).await?;
+                        Ok(TickReport::StaleIncident {
+                            incident_id: incident,
+                            status: status.to_owned(),
+                        })
+                    }
+                    _ => {
+                        info!(incident, "execution already exists for this incident");
+                        Ok(TickReport::AlreadyRunning {
+                            incident_id: incident,
+                        })
+                    }
                 }
-                Some(status) => {
-                    error!(
-                        incident,
-                        status,
-                        alert = true,
-                        "the execution for this incident already ended while P is still failing: restarting the count so the next incident gets a new name"
-                    );
-                    self.store.reset_probe(&region, t0).await?;
-                    self.store
-                        .release_lock(&incident, now, chrono::Duration::zero())
-                        .await?;
-                    Ok(TickReport::StaleIncident {
-                        incident_id: incident,
-                        status: status.to_owned(),
-                    })
-                }
-            },
+            }
         }
     }
 }

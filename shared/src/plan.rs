@@ -610,16 +610,12 @@ impl Plan {
         // The execution name is `<service>-<region>-<T0>`, at most 80
         // characters: a long service would truncate T0 away and make every
         // incident's name the same.
-        if self.service.len() > MAX_SERVICE_LEN
-            || !self
-                .service
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-        {
+        // (Other characters become `-` in the name, so only the length counts.)
+        if self.service.chars().count() > MAX_SERVICE_LEN {
             return bad(
                 "service",
                 &format!(
-                    "must be 1-{MAX_SERVICE_LEN} characters of [A-Za-z0-9_-]: it starts every execution name, which holds at most 80"
+                    "must be at most {MAX_SERVICE_LEN} characters: it starts every execution name, which holds at most 80"
                 ),
             );
         }

@@ -241,6 +241,34 @@ async fn a_permanent_slack_error_asks_the_operator_topic_without_retries() {
     assert_eq!(handover_testkit::topic_messages(&w.topic).await.len(), 1);
 }
 
+/// A topic nobody listens to (no subscription, or an e-mail one never
+/// confirmed) asks nobody: the run escalates instead of waiting.
+#[tokio::test]
+async fn an_operator_topic_nobody_listens_to_is_not_asking_and_the_run_escalates() {
+    let mut w = world().await;
+    let aws = aws();
+    let lonely = aws
+        .sns(TEST_REGION)
+        .await
+        .create_topic()
+        .name(unique("nobody-listens"))
+        .send()
+        .await
+        .unwrap()
+        .topic_arn
+        .unwrap();
+    w.deps.operators = Sns::new(&aws, &lonely).await;
+    w.slack.fail_next([Fault::Api("channel_not_found".into())]);
+    let err = handler(w.event(REQUEST), &w.deps).await.unwrap_err();
+    assert_eq!(err.name, ErrorName::Fatal);
+    assert!(
+        err.message.contains("no confirmed subscription"),
+        "{}",
+        err.message
+    );
+    assert!(err.message.contains("escalate"), "{}", err.message);
+}
+
 #[tokio::test]
 async fn slack_and_the_operator_topic_both_refusing_is_fatal_so_the_run_escalates() {
     let mut w = world().await;

@@ -19,6 +19,7 @@ pub struct Deps {
     sfn: Sfn,
     drill: bool,
     stack: String,
+    clock: Box<dyn handover::clock::Clock + Send + Sync>,
 }
 
 impl Deps {
@@ -54,6 +55,7 @@ impl Deps {
             alarms: CloudWatch::new(&aws, &alarm_region).await,
             sfn: Sfn::new(&aws, &region, &required("STATE_MACHINE_ARN")?).await,
             stack: required("HANDOVER_STACK_NAME")?,
+            clock: Box::new(handover::clock::SystemClock),
             plan,
             drill,
         })
@@ -112,7 +114,7 @@ pub async fn handler(event: serde_json::Value, deps: &Deps) -> Result<TickReport
         drill: deps.drill,
         stack: &deps.stack,
     };
-    Ok(detector.tick(tick, Utc::now()).await?)
+    Ok(detector.tick(tick, deps.clock.now()).await?)
 }
 
 #[cfg(test)]
@@ -166,6 +168,7 @@ mod tests {
             plan,
             drill: true,
             stack: "handover-test".into(),
+            clock: Box::new(handover::clock::SystemClock),
         };
         World {
             deps,
@@ -311,7 +314,18 @@ mod tests {
             .send()
             .await
             .unwrap();
-        let report = w.tick(minute(3)).await;
+        // Just closed: the audit may still be on its way (it releases the
+        // lock with the cooldown): not stale yet.
+        assert!(matches!(
+            w.tick(minute(3)).await,
+            TickReport::AlreadyRunning { .. }
+        ));
+        // Past the grace, with no audit: stale.
+        let mut w = w;
+        w.deps.clock = Box::new(handover::clock::FixedClock(
+            Utc::now() + handover::detect::STALE_AFTER + Duration::seconds(1),
+        ));
+        let report = w.tick(minute(4)).await;
         assert_eq!(
             report,
             TickReport::StaleIncident {
@@ -319,16 +333,23 @@ mod tests {
                 status: "ABORTED".into()
             }
         );
-        // The next K ticks are a new incident, with a new name.
-        for m in 4..6 {
+        // The next K ticks are a new incident, with a new name, held by the
+        // plan's cooldown as the audit would have held it.
+        for m in 5..7 {
             assert!(matches!(
                 w.tick(minute(m)).await,
                 TickReport::Suspect { .. }
             ));
         }
+        assert!(matches!(w.tick(minute(7)).await, TickReport::Locked { .. }));
+        w.deps.clock = Box::new(handover::clock::FixedClock(
+            Utc::now()
+                + handover::detect::STALE_AFTER
+                + Duration::seconds(w.deps.plan.timings.cooldown_s as i64 + 2),
+        ));
         let TickReport::Started {
             incident_id: next, ..
-        } = w.tick(minute(6)).await
+        } = w.tick(minute(8)).await
         else {
             panic!("the next incident did not start")
         };

@@ -17,6 +17,8 @@ pub enum StartOutcome {
     AlreadyExists {
         /// Its status (`RUNNING`, `SUCCEEDED`, …), or None when it could not be read.
         status: Option<String>,
+        /// When it stopped, if it has.
+        stopped_at: Option<chrono::DateTime<chrono::Utc>>,
     },
 }
 
@@ -71,26 +73,36 @@ impl ExecutionStarter for Sfn {
                     return Err(err);
                 }
                 // Which one: still running (a retried tick), or closed?
+                // arn:aws:states:<r>:<a>:stateMachine:<name>[:<version or alias>]
+                // -> arn:aws:states:<r>:<a>:execution:<name>:<execution>
+                let unqualified: Vec<&str> =
+                    self.state_machine_arn.splitn(8, ':').take(7).collect();
                 let arn = format!(
                     "{}:{name}",
-                    self.state_machine_arn
+                    unqualified
+                        .join(":")
                         .replacen(":stateMachine:", ":execution:", 1)
                 );
-                let status = match self
+                let (status, stopped_at) = match self
                     .client
                     .describe_execution()
                     .execution_arn(&arn)
                     .send()
                     .await
                 {
-                    Ok(d) => Some(d.status().as_str().to_owned()),
+                    Ok(d) => (
+                        Some(d.status().as_str().to_owned()),
+                        d.stop_date().and_then(|t| {
+                            chrono::DateTime::from_timestamp_millis(t.to_millis().ok()?)
+                        }),
+                    ),
                     Err(e) => {
                         let e = call_error("states", "DescribeExecution", &self.region, e);
                         tracing::warn!(execution = %arn, error = %crate::error::chain(&e), "could not read the existing execution");
-                        None
+                        (None, None)
                     }
                 };
-                Ok(StartOutcome::AlreadyExists { status })
+                Ok(StartOutcome::AlreadyExists { status, stopped_at })
             }
         }
     }

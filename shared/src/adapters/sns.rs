@@ -13,6 +13,11 @@ pub trait OperatorNotice {
         subject: &str,
         message: &str,
     ) -> impl std::future::Future<Output = Result<String, AwsError>> + Send;
+    /// How many confirmed subscriptions the topic has: a publish to a topic
+    /// nobody (yet) listens to asks nobody.
+    fn confirmed_subscribers(
+        &self,
+    ) -> impl std::future::Future<Output = Result<usize, AwsError>> + Send;
 }
 
 /// The stack's operator topic.
@@ -68,6 +73,23 @@ impl OperatorNotice for Sns {
             .await
             .map_err(|e| call_error("sns", "Publish", &self.region, e))?;
         Ok(out.message_id.unwrap_or_default())
+    }
+
+    #[instrument(skip(self))]
+    async fn confirmed_subscribers(&self) -> Result<usize, AwsError> {
+        let out = self
+            .client
+            .list_subscriptions_by_topic()
+            .topic_arn(&self.topic_arn)
+            .send()
+            .await
+            .map_err(|e| call_error("sns", "ListSubscriptionsByTopic", &self.region, e))?;
+        // An unconfirmed e-mail subscription's ARN is "PendingConfirmation".
+        Ok(out
+            .subscriptions()
+            .iter()
+            .filter(|s| s.subscription_arn().is_some_and(|a| a.starts_with("arn:")))
+            .count())
     }
 }
 

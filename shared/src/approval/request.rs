@@ -174,7 +174,18 @@ impl<S: SecretReader + Sync, N: OperatorNotice + Sync> Requester<'_, S, N> {
         // is stored, so the CLI path decides exactly as a click would.
         let refusal = crate::error::chain(&slack_error);
         let (subject, body) = message::approval_fallback(&view, &refusal);
-        match self.operators.publish(&subject, &body).await {
+        // A topic nobody listens to asks nobody: then the run must escalate.
+        let listeners = self.operators.confirmed_subscribers().await;
+        let published = match listeners {
+            Ok(0) => Err("the operator topic has no confirmed subscription".to_owned()),
+            Ok(_) => self
+                .operators
+                .publish(&subject, &body)
+                .await
+                .map_err(|e| crate::error::chain(&e)),
+            Err(e) => Err(crate::error::chain(&e)),
+        };
+        match published {
             Ok(id) => {
                 warn!(
                     incident = %state.input.incident_id,
@@ -192,9 +203,9 @@ impl<S: SecretReader + Sync, N: OperatorNotice + Sync> Requester<'_, S, N> {
                     expires_at,
                 })
             }
-            Err(e) => Err(RequestError::Slack {
+            Err(notice) => Err(RequestError::Slack {
                 source: slack_error,
-                notice: crate::error::chain(&e),
+                notice,
             }),
         }
     }

@@ -117,13 +117,13 @@ fn every_missing_required_field_is_named_by_path() {
 
 #[test]
 fn a_service_name_that_would_truncate_the_execution_names_timestamp_is_refused() {
-    for bad in [json!("x".repeat(41)), json!("my shop"), json!("shop/eu")] {
-        let err = err_of(with("service", bad.clone()));
-        assert!(
-            err.starts_with("plan.service: must be 1-40 characters"),
-            "{bad}: {err}"
-        );
-    }
+    let err = err_of(with("service", json!("x".repeat(41))));
+    assert!(
+        err.starts_with("plan.service: must be at most 40 characters"),
+        "{err}"
+    );
+    // Characters an execution name cannot hold become `-`: still valid.
+    Plan::from_value(with("service", json!("shop.api"))).unwrap();
     // The longest accepted still leaves the whole T0 in the name.
     let plan = Plan::from_value(with("service", json!("s".repeat(40)))).unwrap();
     let t0 = chrono::TimeZone::with_ymd_and_hms(&chrono::Utc, 2026, 11, 30, 14, 11, 55).unwrap();

@@ -226,9 +226,12 @@ pub struct CliCommands {
 pub fn cli_commands(v: &ApprovalView<'_>) -> CliCommands {
     let (table, region, key) = (&v.cli.table, &v.cli.region, v.key);
     let ack = v.diagnosis.rpo_over_target;
+    // Double-quoted for the shell: `date` fills in the decision time when the
+    // command runs, and APPROVER_ID / APPROVER_NAME must be set to an entry
+    // of the plan's approver list (fence and promote refuse anyone else).
     let result = |decision: &str| {
         format!(
-            r#"{{"decision":"{decision}","approver_id":"<your Slack id>","approver_name":"<your name>","decided_at":"<now, RFC 3339>","requested_at":"{}","data_loss_acknowledged":{ack}}}"#,
+            r#"{{\"decision\":\"{decision}\",\"approver_id\":\"$APPROVER_ID\",\"approver_name\":\"$APPROVER_NAME\",\"decided_at\":\"$(date -u +%Y-%m-%dT%H:%M:%SZ)\",\"requested_at\":\"{}\",\"data_loss_acknowledged\":{ack}}}"#,
             v.requested_at.to_rfc3339()
         )
     };
@@ -237,11 +240,11 @@ pub fn cli_commands(v: &ApprovalView<'_>) -> CliCommands {
             "TOKEN=$(aws dynamodb get-item --region {region} --table-name {table} --key '{{\"pk\":{{\"S\":\"APPROVAL#{key}\"}},\"sk\":{{\"S\":\"STATE\"}}}}' --query Item.task_token.S --output text)"
         ),
         approve: format!(
-            "aws stepfunctions send-task-success --region {region} --task-token \"$TOKEN\" --task-output '{}'",
+            "aws stepfunctions send-task-success --region {region} --task-token \"$TOKEN\" --task-output \"{}\"",
             result("approve")
         ),
         reject: format!(
-            "aws stepfunctions send-task-failure --region {region} --task-token \"$TOKEN\" --error Handover.Rejected --cause '{}'",
+            "aws stepfunctions send-task-failure --region {region} --task-token \"$TOKEN\" --error Handover.Rejected --cause \"{}\"",
             result("reject")
         ),
     }
@@ -269,17 +272,33 @@ pub fn approval_fallback(v: &ApprovalView<'_>, slack_error: &str) -> (String, St
     );
     let c = cli_commands(v);
     let d = v.diagnosis;
+    // Who may decide: fence and promote act only on an approval by one of them.
+    let approvers: Vec<String> = input
+        .plan
+        .slack
+        .approvers
+        .iter()
+        .map(|a| {
+            format!(
+                "APPROVER_ID='{}' APPROVER_NAME='{}'",
+                a.user_id.replace('\'', ""),
+                a.name.replace('\'', "")
+            )
+        })
+        .collect();
     let body = format!(
         "Handover needs a decision and could not ask in Slack ({slack_error}).\n\n\
          Incident: {}\nFail over from {} to {}\nDecide before: {}\n\n\
          {}\n\n\
-         The run is waiting. Decide with the operator's own AWS credentials:\n\n\
+         The run is waiting. Decide with the operator's own AWS credentials.\n\
+         First say who you are, one of (nobody else's approval is acted on):\n{}\n\n\
          {}\n\nApprove:\n{}\n\nReject:\n{}\n",
         input.incident_id,
         input.primary.region,
         input.standby.region,
         v.expires_at.to_rfc3339(),
         fallback_summary(d),
+        approvers.join("\n"),
         c.read_token,
         c.approve,
         c.reject
