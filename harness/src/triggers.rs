@@ -384,6 +384,78 @@ pub fn function_environments() -> Vec<(String, Map<String, Value>)> {
 mod tests {
     use super::*;
 
+    /// Handover watches itself: what the expanded template must contain.
+    #[test]
+    fn the_stack_alarms_on_handover_itself() {
+        let all: Vec<(&String, &Value)> = resources().iter().collect();
+        let of_type = |t: &str| all.iter().filter(|(_, r)| r["Type"] == t).count();
+        assert_eq!(of_type("AWS::SNS::Topic"), 1, "the operator topic");
+        assert!(of_type("AWS::SQS::Queue") >= 1, "the failure queue");
+        let alarms: Vec<&Value> = all
+            .iter()
+            .filter(|(_, r)| r["Type"] == "AWS::CloudWatch::Alarm")
+            .map(|(_, r)| &r["Properties"])
+            .collect();
+        let heartbeat = alarms
+            .iter()
+            .find(|a| a["MetricName"] == "DetectTicks")
+            .expect("the heartbeat alarm");
+        assert_eq!(
+            heartbeat["TreatMissingData"], "breaching",
+            "a dead-man's switch"
+        );
+        let errors = alarms
+            .iter()
+            .filter(|a| a["Namespace"] == "AWS/Lambda" && a["MetricName"] == "Errors")
+            .count();
+        assert_eq!(
+            errors,
+            function_environments().len(),
+            "an Errors alarm per function"
+        );
+        for m in [
+            "ExecutionsFailed",
+            "ExecutionsTimedOut",
+            "ExecutionsAborted",
+            "UnreadableSignals",
+        ] {
+            assert!(
+                alarms.iter().any(|a| a["MetricName"] == m),
+                "no alarm on {m}"
+            );
+        }
+        assert!(
+            alarms
+                .iter()
+                .all(|a| a["AlarmActions"][0]["Ref"] == "OperatorTopic")
+        );
+        // The asynchronous triggers have somewhere to fail to.
+        let schedule = &resources()["DetectFunctionEveryMinute"]["Properties"]["Target"];
+        assert!(
+            schedule["DeadLetterConfig"]["Arn"].is_object(),
+            "Scheduler DLQ"
+        );
+        for (name, r) in &all {
+            if r["Type"] == "AWS::Events::Rule" {
+                assert!(
+                    r["Properties"]["Targets"][0]["DeadLetterConfig"]["Arn"].is_object(),
+                    "{name} has no DLQ"
+                );
+            }
+            if r["Type"] == "AWS::Lambda::EventInvokeConfig" {
+                assert!(
+                    r["Properties"]["DestinationConfig"]["OnFailure"]["Destination"].is_object(),
+                    "{name} has no on-failure destination"
+                );
+            }
+        }
+        assert_eq!(
+            of_type("AWS::Lambda::EventInvokeConfig"),
+            2,
+            "detect and audit"
+        );
+    }
+
     /// The variables `handover::stack` reads are the ones the template sets
     /// on every function, each from the parameter or resource it claims.
     #[test]
