@@ -730,3 +730,68 @@ async fn path_slack_refusing_asks_the_operator_topic_and_the_cli_answer_succeeds
     );
     assert_eq!(e.output["approval"]["approver_id"], "U0ONCALL01");
 }
+
+/// Issue 12, scenario 1: the lag rises from 5 s at approval to 300 s by the
+/// re-check, and the approval accepted no data loss. promote would refuse
+/// after the fence, leaving the service with no writer; the re-check stops
+/// the run before the fence instead, and P keeps serving writes.
+#[tokio::test]
+async fn path_lag_rising_past_the_target_after_approval_stops_before_the_fence() {
+    let w = world().await;
+    let run = start(&w, 5.0, |_| {}).await;
+    let keys = buttons(&w, &run).await;
+    let s = &run.plan.regions.standby;
+    put_replica_lag(
+        &w.aws,
+        &s.region,
+        &s.db_instance_id,
+        300.0,
+        Utc::now() + chrono::Duration::seconds(1),
+    )
+    .await;
+    let (action, key) = keys
+        .iter()
+        .find(|(a, _)| a == ACTION_APPROVE)
+        .expect("a plain approve (5 s was within the target)")
+        .clone();
+    assert_eq!(click(&w, &action, &key, "U0ONCALL01").await.0, 200);
+    let e = ended(&w, &run).await;
+    assert_eq!(e.error.as_deref(), Some("Handover.Aborted"), "{}", path(&e));
+    assert!(
+        path(&e).ends_with("Recheck > RecheckChoice > Aborted"),
+        "{}",
+        path(&e)
+    );
+    let cause = e.cause.unwrap_or_default();
+    assert!(cause.contains("Stopped before the fence"), "{cause}");
+    assert!(cause.contains("300 s"), "{cause}");
+    // Nothing was fenced, nothing claimed.
+    let p = &run.plan.regions.primary;
+    let d = w
+        .aws
+        .rds(&p.region)
+        .await
+        .describe_db_instances()
+        .db_instance_identifier(&p.db_instance_id)
+        .send()
+        .await
+        .unwrap();
+    let groups: Vec<&str> = d.db_instances()[0]
+        .vpc_security_groups()
+        .iter()
+        .filter_map(|g| g.vpc_security_group_id())
+        .collect();
+    assert!(
+        !groups.contains(&p.fence_security_group_id.as_str()),
+        "{groups:?}"
+    );
+    assert!(
+        w.store
+            .primary()
+            .await
+            .unwrap()
+            .unwrap()
+            .transition
+            .is_none()
+    );
+}

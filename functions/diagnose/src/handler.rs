@@ -3,9 +3,10 @@
 use chrono::Utc;
 use handover::adapters::{Bedrock, CloudWatch, Elbv2, HttpProbe, Rds, Route53};
 use handover::aws::Aws;
+use handover::diagnose::gate::gate_before_fence;
 use handover::diagnose::{Sources, diagnose, explain::explain};
 use handover::error::{ErrorName, FunctionError};
-use handover::execution::{Diagnosis, ExecutionState};
+use handover::execution::{ApprovalResult, Diagnosis, ExecutionState};
 use tracing::info;
 
 /// Built once per container. Regions come from the plan in each input, so
@@ -50,6 +51,11 @@ pub async fn handler(event: serde_json::Value, deps: &Deps) -> Result<Diagnosis,
     // The re-check after approval asks no model: nobody reads it then, and
     // every second there counts toward the RTO.
     let recheck = state.steps.contains_key("diagnosis");
+    if recheck {
+        // After approval: every promote precondition, before the fence.
+        let approval = state.require::<ApprovalResult>("approval").ok();
+        gate_before_fence(plan, &mut diagnosis, approval.as_ref());
+    }
     if let Some(cfg) = plan.explain.as_ref().filter(|_| !recheck) {
         let model = Bedrock::new(&deps.aws, cfg.region(plan)).await;
         diagnosis.explanation = Some(explain(plan, cfg, &diagnosis, &model).await);

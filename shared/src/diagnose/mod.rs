@@ -7,6 +7,7 @@
 //! and the action the state machine's Choice reads.
 
 pub mod explain;
+pub mod gate;
 pub mod rules;
 
 use crate::adapters::{
