@@ -75,6 +75,21 @@ async fn world() -> MutexGuard<'static, World> {
                         .unwrap()
                 }
             };
+            // audit writes its report to the plan's bucket.
+            aws.s3(TEST_REGION)
+                .await
+                .create_bucket()
+                .bucket("handover-test-reports")
+                .create_bucket_configuration(
+                    aws_sdk_s3::types::CreateBucketConfiguration::builder()
+                        .location_constraint(aws_sdk_s3::types::BucketLocationConstraint::from(
+                            TEST_REGION,
+                        ))
+                        .build(),
+                )
+                .send()
+                .await
+                .unwrap();
             let bot_secret = mk(unique("slack-bot"), BOT_TOKEN).await;
             let signing_secret = mk(unique("slack-signing"), SIGNING_SECRET).await;
             let slack = RUNTIME.spawn(SlackStandIn::start()).await.unwrap().unwrap();
@@ -117,7 +132,8 @@ struct Run {
     arn: String,
     incident: String,
     plan: Plan,
-    _apps: (App, App),
+    _apps: std::sync::Arc<(App, App)>,
+    state_machine: String,
 }
 
 /// Provision a fresh world for one path and start its execution.
@@ -195,7 +211,7 @@ async fn start(w: &World, lag: f64, tweak: impl FnOnce(&mut Plan)) -> Run {
     let input = run_input(&plan, &incident);
     let arn = sfn
         .start_execution()
-        .state_machine_arn(sm)
+        .state_machine_arn(&sm)
         .name(&incident)
         .input(serde_json::to_string(&input).unwrap())
         .send()
@@ -206,7 +222,8 @@ async fn start(w: &World, lag: f64, tweak: impl FnOnce(&mut Plan)) -> Run {
         arn,
         incident,
         plan,
-        _apps: (p_app, s_app),
+        _apps: std::sync::Arc::new((p_app, s_app)),
+        state_machine: sm,
     }
 }
 
@@ -453,7 +470,7 @@ async fn path_verify_deadline_missed_fails_with_verify_failed() {
 async fn clear_faults() {
     control(
         "faults",
-        json!({"rds:ap-northeast-2": null, "route53:*": null}),
+        json!({"rds:ap-northeast-2": null, "rds:ap-northeast-1": null, "route53:*": null}),
     )
     .await;
 }
@@ -794,4 +811,152 @@ async fn path_lag_rising_past_the_target_after_approval_stops_before_the_fence()
             .transition
             .is_none()
     );
+}
+
+/// The next incident of the same service: a new execution on the same plan,
+/// table and record (nothing reset).
+async fn start_again(w: &World, run: &Run) -> Run {
+    let incident = unique("inc");
+    let input = run_input(&run.plan, &incident);
+    let arn = w
+        .aws
+        .sfn(TEST_REGION)
+        .await
+        .start_execution()
+        .state_machine_arn(&run.state_machine)
+        .name(&incident)
+        .input(serde_json::to_string(&input).unwrap())
+        .send()
+        .await
+        .unwrap()
+        .execution_arn;
+    Run {
+        arn,
+        incident,
+        plan: run.plan.clone(),
+        _apps: run._apps.clone(),
+        state_machine: run.state_machine.clone(),
+    }
+}
+
+/// Deliver `run`'s terminal status to audit as the template's EventBridge
+/// rule does, and return what audit reports.
+async fn audit(w: &World, run: &Run) -> Value {
+    let d = w
+        .aws
+        .sfn(TEST_REGION)
+        .await
+        .describe_execution()
+        .execution_arn(&run.arn)
+        .send()
+        .await
+        .unwrap();
+    let ms = |t: &aws_sdk_sfn::primitives::DateTime| t.to_millis().ok();
+    let event = handover_testkit::triggers::rule_event(
+        "AuditFunction",
+        TEST_REGION,
+        "aws.states",
+        "Step Functions Execution Status Change",
+        std::slice::from_ref(&run.arn),
+        json!({
+            "executionArn": run.arn, "stateMachineArn": run.state_machine, "name": d.name(),
+            "status": d.status().as_str(), "startDate": ms(d.start_date()), "stopDate": d.stop_date().and_then(ms),
+            "input": d.input(), "inputDetails": {"included": true}, "output": d.output(), "outputDetails": {"included": true},
+            "error": d.error(), "cause": d.cause(),
+        }),
+        &[("Workflow", &run.state_machine)],
+    );
+    handover_testkit::lambdas::invoke("audit", &event)
+        .await
+        .expect("audit")
+}
+
+async fn p_groups(w: &World, run: &Run) -> Vec<String> {
+    let p = &run.plan.regions.primary;
+    let d = w
+        .aws
+        .rds(&p.region)
+        .await
+        .describe_db_instances()
+        .db_instance_identifier(&p.db_instance_id)
+        .send()
+        .await
+        .unwrap();
+    d.db_instances()[0]
+        .vpc_security_groups()
+        .iter()
+        .filter_map(|g| g.vpc_security_group_id().map(str::to_owned))
+        .collect()
+}
+
+/// Issue 12, scenario 2: a run that fails after a confirmed fence and before
+/// any promotion call used to leave P fenced and the transition held, so
+/// every later run was refused at Fence. audit now compensates: P's groups
+/// come back, the transition is released, and the next incident fails over.
+#[tokio::test]
+async fn path_a_run_failing_after_the_fence_is_compensated_and_the_next_incident_fails_over() {
+    let w = world().await;
+    clear_faults().await;
+    let run = start(&w, 5.0, |_| {}).await;
+    let before = p_groups(&w, &run).await;
+    // S's RDS API fails for promote only: the fence is confirmed, the
+    // promotion never called.
+    control(
+        "faults",
+        json!({"rds:ap-northeast-1": {"mode": "error", "caller": "promote"}}),
+    )
+    .await;
+    approve(&w, &run).await;
+    let e = ended(&w, &run).await;
+    clear_faults().await;
+    assert_eq!(
+        e.status,
+        "FAILED",
+        "{} {:?} {:?}",
+        path(&e),
+        e.error,
+        e.cause
+    );
+    assert!(
+        path(&e).contains("Fence > FenceChoice > Promote"),
+        "{}",
+        path(&e)
+    );
+    let fence_group = run.plan.regions.primary.fence_security_group_id.clone();
+    assert_eq!(
+        p_groups(&w, &run).await,
+        vec![fence_group.clone()],
+        "P is fenced"
+    );
+    assert!(
+        w.store
+            .primary()
+            .await
+            .unwrap()
+            .unwrap()
+            .transition
+            .is_some()
+    );
+
+    let outcome = audit(&w, &run).await;
+    assert_eq!(outcome["compensation"]["outcome"], "released", "{outcome}");
+    assert_eq!(p_groups(&w, &run).await, before, "P's groups are restored");
+    let rec = w.store.primary().await.unwrap().unwrap();
+    assert!(rec.transition.is_none(), "{rec:?}");
+    assert_eq!(rec.epoch, 1);
+
+    // The cooldown the audit set would hold detect; the state machine does not
+    // look at the lock, so the next run shows the record is usable again.
+    let next = start_again(&w, &run).await;
+    approve(&w, &next).await;
+    let e = ended(&w, &next).await;
+    assert_eq!(
+        e.status,
+        "SUCCEEDED",
+        "{} {:?} {:?}",
+        path(&e),
+        e.error,
+        e.cause
+    );
+    assert_eq!(w.store.primary().await.unwrap().unwrap().epoch, 2);
 }

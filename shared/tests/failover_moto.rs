@@ -417,3 +417,54 @@ async fn an_unconfirmed_fence_under_stop_blocks_promotion() {
     assert_eq!(err.error_name(), ErrorName::Precondition);
     assert_eq!(r.promote_calls().await, 0);
 }
+
+/// Compensation after the irreversible call reads the world: S promoted
+/// means the record moves to S; S still a replica means a person decides.
+#[tokio::test]
+async fn compensation_after_the_promotion_call_follows_what_rds_shows() {
+    use handover::failover::compensate::{Compensation, compensate};
+    let r = run(5.0).await;
+    let _ = r.fenced("exec-called", false).await.unwrap();
+    let now = Utc::now();
+    r.store
+        .claim_promotion(1, "exec-called", (5.0, now), now)
+        .await
+        .unwrap();
+    r.store
+        .mark_promote_called(1, "exec-called", now)
+        .await
+        .unwrap();
+    // S is still a replica: nothing is touched.
+    let (p, s) = (r.p_rds().await, r.s_rds().await);
+    let out = compensate(&r.plan, &r.store, "exec-called", &p, &s, Utc::now()).await;
+    assert!(
+        matches!(&out, Compensation::Unresolved { detail } if detail.contains("may still complete")),
+        "{out:?}"
+    );
+    assert!(
+        r.store
+            .primary()
+            .await
+            .unwrap()
+            .unwrap()
+            .transition
+            .is_some()
+    );
+    // S finishes promoting on its own: the record follows.
+    r.aws
+        .rds(&r.plan.regions.standby.region)
+        .await
+        .promote_read_replica()
+        .db_instance_identifier(&r.plan.regions.standby.db_instance_id)
+        .send()
+        .await
+        .unwrap();
+    let out = compensate(&r.plan, &r.store, "exec-called", &p, &s, Utc::now()).await;
+    assert_eq!(out, Compensation::Completed { epoch: 2 });
+    let rec = r.store.primary().await.unwrap().unwrap();
+    assert_eq!(rec.region, r.plan.regions.standby.region);
+    assert!(rec.transition.is_none());
+    // Another execution's transition is never touched.
+    let out = compensate(&r.plan, &r.store, "exec-other", &p, &s, Utc::now()).await;
+    assert_eq!(out, Compensation::Nothing);
+}

@@ -122,6 +122,8 @@ pub enum AuditOutcome {
         findings_to_act_on: usize,
         /// The Slack summary: `posted <ts>`, `not posted: <why>`, or absent when not configured.
         slack: Option<String>,
+        /// What the run left in the primary record, undone or completed.
+        compensation: crate::failover::compensate::Compensation,
     },
 }
 
@@ -227,6 +229,18 @@ pub async fn audit_for<H: ExecutionHistory>(
         Rds::new(&deps.aws, &plan.regions.primary.region).await,
         Rds::new(&deps.aws, &plan.regions.standby.region).await,
     );
+    // Before the post-checks read P and S: undo what the run left half-done
+    // before the promotion, or complete what it did after (see
+    // failover::compensate). This runs for TIMED_OUT and ABORTED too.
+    let compensation = crate::failover::compensate::compensate(
+        plan,
+        &deps.store,
+        &event.execution_arn,
+        &p_rds,
+        &s_rds,
+        now,
+    )
+    .await;
     let parameters = SsmParameters::new(&deps.aws, &plan.regions.standby.region).await;
     let secrets = SecretsManagerUsernames::new(&deps.aws, &plan.regions.standby.region);
     let sources = CheckSources {
@@ -301,6 +315,7 @@ pub async fn audit_for<H: ExecutionHistory>(
             probe_reset,
             findings_to_act_on,
             slack,
+            compensation,
         },
         Some(report),
     ))

@@ -381,6 +381,28 @@ impl Store {
         .await
     }
 
+    /// Release the transition `execution` holds on `expected_epoch`, if the
+    /// promotion was never called (compensation at the end of a run). The
+    /// released transition is kept as `last_abandoned` for the record.
+    pub async fn abandon_transition(
+        &self,
+        expected_epoch: i64,
+        execution: &str,
+        now: DateTime<Utc>,
+    ) -> Result<TransitionOutcome, StoreError> {
+        self.update_transition(
+            "SET last_abandoned = #t, updated_ms = :now REMOVE #t",
+            "epoch = :e AND #t.execution = :x AND attribute_not_exists(#t.promote_called_ms)",
+            expected_epoch,
+            HashMap::from([
+                (":e".to_owned(), n(expected_epoch)),
+                (":x".to_owned(), s(execution)),
+                (":now".to_owned(), ms(now)),
+            ]),
+        )
+        .await
+    }
+
     async fn update_transition(
         &self,
         update: &str,

@@ -1,0 +1,167 @@
+//! Compensation when a run ends: nothing left half-done before the
+//! irreversible step, nothing left unreported after it.
+//!
+//! audit calls [`compensate`] on every terminal status (SUCCEEDED, FAILED,
+//! TIMED_OUT, ABORTED: the last two never pass through the state machine's
+//! Catch). If this execution still holds the transition:
+//! - **the promotion was never called**: P's security groups go back to the
+//!   ones recorded before the fence, and the transition is released, so
+//!   the next incident can fail over;
+//! - **the promotion was called**: the world decides. S no longer a replica
+//!   means it was promoted: the record moves to S (epoch + 1), as the status
+//!   poll would have done. S still a replica (or unreadable): nothing is
+//!   touched and a person is told, since the promotion may still complete.
+
+use super::fence::DbFencer;
+use crate::adapters::DbInspector;
+use crate::plan::Plan;
+use crate::store::Store;
+use crate::store::primary::{PromotionOutcome, TransitionOutcome};
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use std::time::Duration;
+use tracing::{error, info, warn};
+
+/// What compensation did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum Compensation {
+    /// This execution holds no transition: nothing to undo.
+    Nothing,
+    /// The promotion was never called: the transition is released.
+    Released {
+        /// P's groups as restored (None: the fence had recorded none, or
+        /// restoring them failed; see `detail`).
+        restored_groups: Option<Vec<String>>,
+        /// What happened, in words (for the report and the operators).
+        detail: String,
+    },
+    /// The promotion had been called and S is promoted: the record now names S.
+    Completed {
+        /// The new epoch.
+        epoch: i64,
+    },
+    /// The promotion had been called and S is not (yet) promoted, or the
+    /// world could not be read: left as it is for a person.
+    Unresolved {
+        /// Why, and what to check.
+        detail: String,
+    },
+}
+
+/// Undo or complete what `execution` left in the primary record.
+pub async fn compensate<P: DbFencer + Sync, S: DbInspector + Sync>(
+    plan: &Plan,
+    store: &Store,
+    execution: &str,
+    p_rds: &P,
+    s_rds: &S,
+    now: DateTime<Utc>,
+) -> Compensation {
+    let budget = Duration::from_millis(plan.fence.timeout_ms);
+    let rec = match store.primary().await {
+        Ok(Some(rec)) => rec,
+        Ok(None) => return Compensation::Nothing,
+        Err(e) => {
+            return Compensation::Unresolved {
+                detail: format!(
+                    "the primary record could not be read: {}",
+                    crate::error::chain(&e)
+                ),
+            };
+        }
+    };
+    let Some(tr) = rec.transition.as_ref().filter(|t| t.execution == execution) else {
+        return Compensation::Nothing;
+    };
+    let (p, s) = (&plan.regions.primary, &plan.regions.standby);
+    if let Some(called) = tr.promote_called_at {
+        // Read the world: was S promoted?
+        return match s_rds.describe(&s.db_instance_id, budget).await {
+            Ok(Some(d)) if d.replication_source.is_none() && d.status == "available" => match store
+                .complete_promotion(rec.epoch, execution, &s.region, &s.db_instance_id, now)
+                .await
+            {
+                Ok(PromotionOutcome::Promoted(r) | PromotionOutcome::AlreadyPromoted(r)) => {
+                    info!(
+                        execution,
+                        epoch = r.epoch,
+                        "the run ended after promoting S: the record now names S"
+                    );
+                    Compensation::Completed { epoch: r.epoch }
+                }
+                Ok(other) => Compensation::Unresolved {
+                    detail: format!("S is promoted but the record could not be moved: {other:?}"),
+                },
+                Err(e) => Compensation::Unresolved {
+                    detail: format!(
+                        "S is promoted but the record could not be moved: {}",
+                        crate::error::chain(&e)
+                    ),
+                },
+            },
+            Ok(found) => {
+                let seen = found.map_or("not found".to_owned(), |d| {
+                    format!(
+                        "{} (replication source {:?})",
+                        d.status, d.replication_source
+                    )
+                });
+                error!(execution, alert = true, s = %seen, "promotion called but S is not promoted: a person must reconcile");
+                Compensation::Unresolved {
+                    detail: format!(
+                        "PromoteReadReplica was called at {called} and S is {seen}: the promotion may still complete; the transition stays until a person reconciles it"
+                    ),
+                }
+            }
+            Err(e) => Compensation::Unresolved {
+                detail: format!("S could not be read: {}", crate::error::chain(&e)),
+            },
+        };
+    }
+    // Never promoted: unfence P, then release the transition whatever the
+    // unfence did (a wedged record blocks the next failover; a P that stays
+    // fenced is reported loudly).
+    let (restored_groups, unfence) = match &tr.fence_previous_groups {
+        Some(previous) if !previous.is_empty() => {
+            match p_rds
+                .set_security_groups(&p.db_instance_id, previous, budget)
+                .await
+            {
+                Ok(()) => (
+                    Some(previous.clone()),
+                    format!("P's security groups restored to {previous:?}"),
+                ),
+                Err(e) => {
+                    error!(execution, alert = true, groups = ?previous, "P could not be unfenced");
+                    (
+                        None,
+                        format!(
+                            "P could NOT be unfenced ({}): restore its security groups to {previous:?} by hand",
+                            crate::error::chain(&e)
+                        ),
+                    )
+                }
+            }
+        }
+        _ => (None, "the fence had not changed P".to_owned()),
+    };
+    match store.abandon_transition(rec.epoch, execution, now).await {
+        Ok(TransitionOutcome::Claimed(_)) => {
+            warn!(execution, unfence = %unfence, "the run ended before promotion: transition released");
+            Compensation::Released {
+                restored_groups,
+                detail: format!("{unfence}; the transition is released"),
+            }
+        }
+        Ok(other) => Compensation::Unresolved {
+            detail: format!("{unfence}; the transition could not be released: {other:?}"),
+        },
+        Err(e) => Compensation::Unresolved {
+            detail: format!(
+                "{unfence}; the transition could not be released: {}",
+                crate::error::chain(&e)
+            ),
+        },
+    }
+}
