@@ -468,3 +468,88 @@ async fn compensation_after_the_promotion_call_follows_what_rds_shows() {
     let out = compensate(&r.plan, &r.store, "exec-other", &p, &s, Utc::now()).await;
     assert_eq!(out, Compensation::Nothing);
 }
+
+/// A promoter whose answers are scripted, for the retry sequence moto
+/// cannot produce: a describe that lags behind an accepted call.
+struct Scripted {
+    started: std::sync::Mutex<Vec<bool>>,
+    promote_calls: std::sync::Mutex<u32>,
+}
+
+impl handover::failover::promote::ReplicaPromoter for Scripted {
+    async fn ready(
+        &self,
+        _: std::time::Duration,
+    ) -> Result<Result<(), String>, handover::adapters::AwsError> {
+        Ok(Ok(()))
+    }
+    async fn promote(&self, _: std::time::Duration) -> Result<(), handover::adapters::AwsError> {
+        *self.promote_calls.lock().unwrap() += 1;
+        Err(handover::adapters::AwsError::Call {
+            service: "rds",
+            op: "PromoteReadReplica",
+            region: "ap-northeast-1".into(),
+            code: "InvalidDBInstanceState".into(),
+            transient: false,
+            source: "DB Instance is not a read replica.".into(),
+        })
+    }
+    async fn progress(
+        &self,
+        _: std::time::Duration,
+    ) -> Result<handover::failover::promote::PromotionProgress, handover::adapters::AwsError> {
+        unreachable!("start never polls")
+    }
+    async fn started(&self, _: std::time::Duration) -> Result<bool, handover::adapters::AwsError> {
+        Ok(self.started.lock().unwrap().remove(0))
+    }
+}
+
+/// The retry after a lost answer meets a describe that has not caught up
+/// (still an available replica), calls again, and RDS refuses: the
+/// replica is already promoting. That refusal, confirmed by RDS, is the
+/// call having happened, not a fatal error that would leave the run failed
+/// while S promotes on its own.
+#[tokio::test]
+async fn invalid_state_from_a_second_promotion_call_confirmed_by_rds_is_the_call_having_happened() {
+    let r = run(5.0).await;
+    let state = r.fenced("exec-lag", false).await.unwrap();
+    let now = Utc::now();
+    r.store
+        .claim_promotion(1, "exec-lag", (5.0, now), now)
+        .await
+        .unwrap();
+    let lag = CloudWatch::new(&r.aws, &r.plan.regions.standby.region).await;
+    // started(): false (describe lags), then true (after the refusal).
+    let p = Scripted {
+        started: std::sync::Mutex::new(vec![false, true]),
+        promote_calls: std::sync::Mutex::new(0),
+    };
+    let out = start(&state, "exec-lag", &r.store, &p, &lag, Utc::now)
+        .await
+        .unwrap();
+    assert_eq!(out.status, PromotionStatus::Promoting);
+    assert_eq!(*p.promote_calls.lock().unwrap(), 1);
+    let tr = r
+        .store
+        .primary()
+        .await
+        .unwrap()
+        .unwrap()
+        .transition
+        .unwrap();
+    assert!(tr.promote_called_at.is_some());
+    // The same refusal with RDS showing no promotion is an error.
+    let r = run(5.0).await;
+    let state = r.fenced("exec-real", false).await.unwrap();
+    let p = Scripted {
+        started: std::sync::Mutex::new(vec![false, false]),
+        promote_calls: std::sync::Mutex::new(0),
+    };
+    let lag = CloudWatch::new(&r.aws, &r.plan.regions.standby.region).await;
+    assert!(
+        start(&state, "exec-real", &r.store, &p, &lag, Utc::now)
+            .await
+            .is_err()
+    );
+}

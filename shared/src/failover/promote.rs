@@ -458,7 +458,20 @@ pub async fn start<P: ReplicaPromoter, L: ReplicaLag>(
             "promoting (already called)".into(),
         ));
     }
-    promoter.promote(budget).await?;
+    if let Err(e) = promoter.promote(budget).await {
+        // RDS refuses a second promotion of an instance that an earlier,
+        // lost-answer call is already promoting (a describe can lag behind
+        // the call). Ask again before calling this a failure.
+        let already = e.code() == Some("InvalidDBInstanceState")
+            && promoter.started(budget).await.unwrap_or(false);
+        if !already {
+            return Err(e.into());
+        }
+        info!(
+            execution,
+            epoch, "RDS says the replica is already promoting: an earlier call went through"
+        );
+    }
     let called = now();
     claimed(
         store.mark_promote_called(epoch, execution, called).await?,
