@@ -43,18 +43,33 @@ pub fn capped(directives: &str) -> EnvFilter {
     filter
 }
 
-/// JSON logs to stdout, level from `RUST_LOG` (default `info`), the SDK
-/// capped at DEBUG. Call once in `main`.
+/// Is this event one the cap holds back whatever `RUST_LOG` says? TRACE
+/// from the crates in [`SDK_LOG_CAP`] (a directive such as
+/// `lambda_runtime::layers::api_response=trace` is more specific than the
+/// cap's crate-level ones and would otherwise win).
+pub fn capped_out(metadata: &tracing::Metadata<'_>) -> bool {
+    *metadata.level() == tracing::Level::TRACE
+        && SDK_LOG_CAP.iter().any(|cap| {
+            let krate = cap.split('=').next().unwrap_or(cap);
+            metadata.target() == krate || metadata.target().starts_with(&format!("{krate}::"))
+        })
+}
+
+/// JSON logs to stdout, level from `RUST_LOG` (default `info`), the SDK and
+/// lambda_runtime never below DEBUG. Call once in `main`.
 pub fn init_logging() {
-    let filter = log_filter();
-    let _ = tracing_subscriber::fmt()
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::{Layer, filter::filter_fn};
+    let layer = tracing_subscriber::fmt::layer()
         .json()
-        .with_env_filter(filter)
         .with_current_span(false)
         .with_span_list(false)
         .with_target(false)
         .without_time()
-        .try_init();
+        .with_filter(log_filter())
+        .with_filter(filter_fn(|m| !capped_out(m)));
+    let _ = tracing_subscriber::registry().with(layer).try_init();
 }
 
 /// A unit CloudWatch understands.
@@ -157,6 +172,51 @@ impl Emf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The cap is a filter of its own, so no RUST_LOG directive can lift it.
+    #[test]
+    fn trace_from_the_capped_crates_is_dropped_whatever_the_directives() {
+        use tracing::Level;
+        use tracing::callsite::Identifier;
+        use tracing::metadata::{Kind, Metadata};
+        struct Site;
+        static SITE: Site = Site;
+        impl tracing::callsite::Callsite for Site {
+            fn set_interest(&self, _: tracing::subscriber::Interest) {}
+            fn metadata(&self) -> &Metadata<'_> {
+                unreachable!()
+            }
+        }
+        let meta = |target: &'static str, level: Level| {
+            Metadata::new(
+                "e",
+                target,
+                level,
+                None,
+                None,
+                None,
+                tracing::field::FieldSet::new(&[], Identifier(&SITE)),
+                Kind::EVENT,
+            )
+        };
+        assert!(capped_out(&meta(
+            "lambda_runtime::layers::api_response",
+            Level::TRACE
+        )));
+        assert!(capped_out(&meta(
+            "aws_smithy_runtime::client",
+            Level::TRACE
+        )));
+        assert!(!capped_out(&meta(
+            "lambda_runtime::layers::api_response",
+            Level::DEBUG
+        )));
+        assert!(!capped_out(&meta("handover::detect", Level::TRACE)));
+        assert!(
+            !capped_out(&meta("lambda_runtime_extra", Level::TRACE)),
+            "a prefix, not a crate"
+        );
+    }
 
     #[test]
     fn the_sdk_is_capped_when_trace_is_asked_for_and_untouched_otherwise() {
