@@ -783,23 +783,9 @@ async fn path_lag_rising_past_the_target_after_approval_stops_before_the_fence()
     assert!(cause.contains("Stopped before the fence"), "{cause}");
     assert!(cause.contains("300 s"), "{cause}");
     // Nothing was fenced, nothing claimed.
-    let p = &run.plan.regions.primary;
-    let d = w
-        .aws
-        .rds(&p.region)
-        .await
-        .describe_db_instances()
-        .db_instance_identifier(&p.db_instance_id)
-        .send()
-        .await
-        .unwrap();
-    let groups: Vec<&str> = d.db_instances()[0]
-        .vpc_security_groups()
-        .iter()
-        .filter_map(|g| g.vpc_security_group_id())
-        .collect();
+    let groups = p_groups(&w, &run).await;
     assert!(
-        !groups.contains(&p.fence_security_group_id.as_str()),
+        !groups.contains(&run.plan.regions.primary.fence_security_group_id),
         "{groups:?}"
     );
     assert!(
