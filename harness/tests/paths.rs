@@ -207,17 +207,7 @@ async fn start(w: &World, lag: f64, tweak: impl FnOnce(&mut Plan)) -> Run {
         .await
         .unwrap()
         .state_machine_arn;
-    let incident = unique("inc");
-    let input = run_input(&plan, &incident);
-    let arn = sfn
-        .start_execution()
-        .state_machine_arn(&sm)
-        .name(&incident)
-        .input(serde_json::to_string(&input).unwrap())
-        .send()
-        .await
-        .unwrap()
-        .execution_arn;
+    let (arn, incident) = start_execution(aws, &sm, &plan).await;
     Run {
         arn,
         incident,
@@ -799,23 +789,29 @@ async fn path_lag_rising_past_the_target_after_approval_stops_before_the_fence()
     );
 }
 
-/// The next incident of the same service: a new execution on the same plan,
-/// table and record (nothing reset).
-async fn start_again(w: &World, run: &Run) -> Run {
+/// Start one execution of `plan` on `state_machine`, as detect would: a new
+/// incident name, the run input. Returns (execution ARN, incident).
+async fn start_execution(aws: &Aws, state_machine: &str, plan: &Plan) -> (String, String) {
     let incident = unique("inc");
-    let input = run_input(&run.plan, &incident);
-    let arn = w
-        .aws
+    let input = run_input(plan, &incident);
+    let arn = aws
         .sfn(TEST_REGION)
         .await
         .start_execution()
-        .state_machine_arn(&run.state_machine)
+        .state_machine_arn(state_machine)
         .name(&incident)
         .input(serde_json::to_string(&input).unwrap())
         .send()
         .await
         .unwrap()
         .execution_arn;
+    (arn, incident)
+}
+
+/// The next incident of the same service: a new execution on the same plan,
+/// table and record (nothing reset).
+async fn start_again(w: &World, run: &Run) -> Run {
+    let (arn, incident) = start_execution(&w.aws, &run.state_machine, &run.plan).await;
     Run {
         arn,
         incident,

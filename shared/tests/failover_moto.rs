@@ -81,6 +81,28 @@ impl Run {
         )
         .await
     }
+    /// Fenced and with the promotion claimed (the RPO recorded), as promote
+    /// leaves it just before its PromoteReadReplica call.
+    async fn claimed(&self, exec: &str) -> ExecutionState {
+        let state = self.fenced(exec, false).await.unwrap();
+        let now = Utc::now();
+        self.store
+            .claim_promotion(1, exec, (5.0, now), now)
+            .await
+            .unwrap();
+        state
+    }
+    /// S promotes in moto: a call that reached RDS (or S doing it on its own).
+    async fn promote_s_in_moto(&self) {
+        self.aws
+            .rds(&self.plan.regions.standby.region)
+            .await
+            .promote_read_replica()
+            .db_instance_identifier(&self.plan.regions.standby.db_instance_id)
+            .send()
+            .await
+            .unwrap();
+    }
     async fn promote_calls(&self) -> usize {
         count_calls(
             "PromoteReadReplica",
@@ -264,21 +286,9 @@ async fn a_retried_promote_after_success_calls_nothing_twice() {
 #[tokio::test]
 async fn a_promotion_call_whose_answer_was_lost_is_recognised_on_retry_and_not_repeated() {
     let r = run(5.0).await;
-    let state = r.fenced("exec-lost", false).await.unwrap();
-    let now = Utc::now();
-    r.store
-        .claim_promotion(1, "exec-lost", (5.0, now), now)
-        .await
-        .unwrap();
+    let state = r.claimed("exec-lost").await;
     // The call that went out: RDS acted, the answer never came back.
-    r.aws
-        .rds(&r.plan.regions.standby.region)
-        .await
-        .promote_read_replica()
-        .db_instance_identifier(&r.plan.regions.standby.db_instance_id)
-        .send()
-        .await
-        .unwrap();
+    r.promote_s_in_moto().await;
     assert_eq!(r.promote_calls().await, 1);
     let retried = r.start(&state, "exec-lost").await.unwrap();
     assert_eq!(
@@ -311,12 +321,7 @@ async fn a_promotion_call_whose_answer_was_lost_is_recognised_on_retry_and_not_r
 #[tokio::test]
 async fn a_claim_whose_call_never_reached_rds_calls_it_on_retry() {
     let r = run(5.0).await;
-    let state = r.fenced("exec-died", false).await.unwrap();
-    let now = Utc::now();
-    r.store
-        .claim_promotion(1, "exec-died", (5.0, now), now)
-        .await
-        .unwrap();
+    let state = r.claimed("exec-died").await;
     let retried = r.start(&state, "exec-died").await.unwrap();
     assert_eq!(retried.status, PromotionStatus::Promoting);
     assert_eq!(r.promote_calls().await, 1);
@@ -424,12 +429,8 @@ async fn an_unconfirmed_fence_under_stop_blocks_promotion() {
 async fn compensation_after_the_promotion_call_follows_what_rds_shows() {
     use handover::failover::compensate::{Compensation, compensate};
     let r = run(5.0).await;
-    let _ = r.fenced("exec-called", false).await.unwrap();
+    let _ = r.claimed("exec-called").await;
     let now = Utc::now();
-    r.store
-        .claim_promotion(1, "exec-called", (5.0, now), now)
-        .await
-        .unwrap();
     r.store
         .mark_promote_called(1, "exec-called", now)
         .await
@@ -451,14 +452,7 @@ async fn compensation_after_the_promotion_call_follows_what_rds_shows() {
             .is_some()
     );
     // S finishes promoting on its own: the record follows.
-    r.aws
-        .rds(&r.plan.regions.standby.region)
-        .await
-        .promote_read_replica()
-        .db_instance_identifier(&r.plan.regions.standby.db_instance_id)
-        .send()
-        .await
-        .unwrap();
+    r.promote_s_in_moto().await;
     let out = compensate(&r.plan, &r.store, "exec-called", &p, &s, Utc::now()).await;
     assert_eq!(out, Compensation::Completed { epoch: 2 });
     let rec = r.store.primary().await.unwrap().unwrap();
@@ -513,12 +507,7 @@ impl handover::failover::promote::ReplicaPromoter for Scripted {
 #[tokio::test]
 async fn invalid_state_from_a_second_promotion_call_confirmed_by_rds_is_the_call_having_happened() {
     let r = run(5.0).await;
-    let state = r.fenced("exec-lag", false).await.unwrap();
-    let now = Utc::now();
-    r.store
-        .claim_promotion(1, "exec-lag", (5.0, now), now)
-        .await
-        .unwrap();
+    let state = r.claimed("exec-lag").await;
     let lag = CloudWatch::new(&r.aws, &r.plan.regions.standby.region).await;
     // started(): false (describe lags), then true (after the refusal).
     let p = Scripted {
