@@ -456,3 +456,25 @@ pub fn stack_environment(
     ]);
     env
 }
+
+/// The security groups moto's RDS shows on P's instance (fenced or not).
+pub async fn p_security_groups(aws: &Aws, plan: &Plan) -> Vec<String> {
+    let p = &plan.regions.primary;
+    let d = aws
+        .rds(&p.region)
+        .await
+        .describe_db_instances()
+        .db_instance_identifier(&p.db_instance_id)
+        .send()
+        .await
+        .expect("describe P in moto");
+    d.db_instances()
+        .first()
+        .map(|d| {
+            d.vpc_security_groups()
+                .iter()
+                .filter_map(|g| g.vpc_security_group_id().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}

@@ -854,21 +854,7 @@ async fn audit(w: &World, run: &Run) -> Value {
 }
 
 async fn p_groups(w: &World, run: &Run) -> Vec<String> {
-    let p = &run.plan.regions.primary;
-    let d = w
-        .aws
-        .rds(&p.region)
-        .await
-        .describe_db_instances()
-        .db_instance_identifier(&p.db_instance_id)
-        .send()
-        .await
-        .unwrap();
-    d.db_instances()[0]
-        .vpc_security_groups()
-        .iter()
-        .filter_map(|g| g.vpc_security_group_id().map(str::to_owned))
-        .collect()
+    handover_testkit::world::p_security_groups(&w.aws, &run.plan).await
 }
 
 /// Issue 12, scenario 2: a run that fails after a confirmed fence and before

@@ -334,21 +334,7 @@ async fn a_claim_whose_call_never_reached_rds_calls_it_on_retry() {
 async fn fence_and_promote_refuse_an_approval_that_is_not_an_allowed_approve() {
     let r = run(5.0).await;
     async fn groups(r: &Run) -> Vec<String> {
-        let p = &r.plan.regions.primary;
-        let d = r
-            .aws
-            .rds(&p.region)
-            .await
-            .describe_db_instances()
-            .db_instance_identifier(&p.db_instance_id)
-            .send()
-            .await
-            .unwrap();
-        d.db_instances()[0]
-            .vpc_security_groups()
-            .iter()
-            .filter_map(|g| g.vpc_security_group_id().map(str::to_owned))
-            .collect()
+        handover_testkit::world::p_security_groups(&r.aws, &r.plan).await
     }
     let before = groups(&r).await;
     let mut reject = approval(false);
