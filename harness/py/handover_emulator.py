@@ -61,39 +61,128 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+# How long AWS takes where Handover's safety depends on it. Zero means moto's
+# instant answer; tests and drills set realistic (compressed) values through
+# ``POST /_handover/realism``. See the README, "The emulated world".
+REALISM_DEFAULTS = {
+    # PromoteReadReplica: S stays `modifying`, then `rebooting`, and only then
+    # becomes a standalone `available` instance without a replication source.
+    "promote_modifying_s": 0.0,
+    "promote_rebooting_s": 0.0,
+    # ModifyDBInstance security groups: new groups show `adding`, old ones
+    # `removing`, for this long before the membership is `active`.
+    "sg_pending_s": 0.0,
+}
+# Scope ("*" or one DB instance identifier) -> the settings above, so tests
+# sharing the emulator can each make their own instances realistic.
+REALISM: dict[str, dict] = {"*": dict(REALISM_DEFAULTS)}
+RDS_LOCK = threading.Lock()
+
+
+def realism(ident: str, key: str) -> float:
+    scope = REALISM.get(ident) or REALISM["*"]
+    return float(scope.get(key, REALISM["*"][key]))
+
+
 def patch_promote_read_replica() -> None:
     """Make moto's PromoteReadReplica behave like RDS.
 
-    AWS: after PromoteReadReplica completes, the instance is a standalone DB
-    instance; DescribeDBInstances no longer returns
-    ReadReplicaSourceDBInstanceIdentifier, and the source no longer lists it in
-    ReadReplicaDBInstanceIdentifiers (RDS User Guide, "Promoting a read replica
-    to be a standalone DB instance"). moto 5.2.5 only flips an internal flag and
-    keeps both links, so Handover's real check ("available and no replication
-    source") would never pass. This patch removes the links; production logic
-    is unchanged.
+    AWS (RDS User Guide, "Promoting a read replica to be a standalone DB
+    instance"): the call returns at once with the instance `modifying`; it then
+    reboots and becomes `available` as a standalone instance, and only then do
+    DescribeDBInstances stop returning ReadReplicaSourceDBInstanceIdentifier
+    and the source stop listing it in ReadReplicaDBInstanceIdentifiers. A
+    promotion asked of an instance that is not an available read replica is
+    refused with InvalidDBInstanceState. moto 5.2.5 flips an internal flag at
+    once, keeps both links and accepts any number of calls. This patch gives
+    the status sequence (timed by ``REALISM``), removes the links at the end,
+    and refuses a second promotion; production logic is unchanged.
     """
     from moto.rds import models
+    from moto.rds.exceptions import DBInstanceNotFoundError, InvalidDBInstanceStateFault
 
     original = models.RDSBackend.promote_read_replica
 
-    def promote_read_replica(self, db_kwargs):  # type: ignore[no-untyped-def]
-        database = self.databases[db_kwargs["db_instance_identifier"]]
-        source_id = getattr(database, "source_db_instance_identifier", None)
-        was_replica = database.is_replica
-        result = original(self, db_kwargs)
-        if was_replica and source_id:
-            try:
-                source = self.find_db_from_id(source_id)
-                for ref in (database.db_instance_arn, database.db_instance_identifier):
-                    if ref in source.replicas:
-                        source.replicas.remove(ref)
-            except Exception:  # the source may be gone (P's Region lost)
-                pass
+    def finish(backend, database, source_id, db_kwargs) -> None:
+        with RDS_LOCK:
+            original(backend, db_kwargs)
+            if source_id:
+                try:
+                    source = backend.find_db_from_id(source_id)
+                    for ref in (database.db_instance_arn, database.db_instance_identifier):
+                        if ref in source.replicas:
+                            source.replicas.remove(ref)
+                except Exception:  # the source may be gone (P's Region lost)
+                    pass
             database.source_db_instance_identifier = None
-        return result
+            database.status = "available"
+            database._handover_promoting = False
+
+    def promote_read_replica(self, db_kwargs):  # type: ignore[no-untyped-def]
+        ident = db_kwargs["db_instance_identifier"]
+        database = self.databases.get(ident)
+        if database is None:
+            raise DBInstanceNotFoundError(ident)
+        with RDS_LOCK:
+            if getattr(database, "_handover_promoting", False) or database.status != "available":
+                raise InvalidDBInstanceStateFault(f"DB instance {ident} is not in available state.")
+            if not database.is_replica:
+                raise InvalidDBInstanceStateFault(f"DB instance {ident} is not a read replica.")
+            source_id = getattr(database, "source_db_instance_identifier", None)
+            modifying = realism(ident, "promote_modifying_s")
+            rebooting = realism(ident, "promote_rebooting_s")
+            if modifying + rebooting > 0:
+                database._handover_promoting = True
+                database.status = "modifying"
+
+                def reboot() -> None:
+                    with RDS_LOCK:
+                        database.status = "rebooting"
+
+                threading.Timer(modifying, reboot).start()
+                threading.Timer(modifying + rebooting, finish, (self, database, source_id, db_kwargs)).start()
+                return database
+        finish(self, database, source_id, db_kwargs)
+        return database
 
     models.RDSBackend.promote_read_replica = promote_read_replica
+
+
+def patch_security_group_membership() -> None:
+    """Make a security-group change take time, as in RDS.
+
+    AWS (RDS API Reference, VpcSecurityGroupMembership): after ModifyDBInstance
+    with VpcSecurityGroupIds, DescribeDBInstances lists the new groups as
+    `adding` and the old ones as `removing` until the change is applied, then
+    each as `active`. moto 5.2.5 shows the new set `active` at once. This
+    patch keeps the old set visible as `removing` for ``REALISM["sg_pending_s"]``.
+    """
+    from moto.rds import models
+
+    original = models.RDSBackend.modify_db_instance
+
+    def modify_db_instance(self, db_instance_identifier, db_kwargs):  # type: ignore[no-untyped-def]
+        database = self.databases.get(db_instance_identifier)
+        before = list(database.vpc_security_group_ids) if database is not None else None
+        result = original(self, db_instance_identifier, db_kwargs)
+        pending = realism(db_instance_identifier, "sg_pending_s")
+        if before is not None and pending > 0 and list(result.vpc_security_group_ids) != before:
+            with RDS_LOCK:
+                result._handover_sg = {"until": time.time() + pending, "old": before}
+        return result
+
+    def membership(self):  # type: ignore[no-untyped-def]
+        with RDS_LOCK:
+            change = getattr(self, "_handover_sg", None)
+        now = list(self.vpc_security_group_ids)
+        if change and time.time() < change["until"]:
+            out = [{"Status": "active" if g in change["old"] else "adding", "VpcSecurityGroupId": g} for g in now]
+            out += [{"Status": "removing", "VpcSecurityGroupId": g} for g in change["old"] if g not in now]
+            return out
+        return [{"Status": "active", "VpcSecurityGroupId": g} for g in now]
+
+    models.RDSBackend.modify_db_instance = modify_db_instance
+    models.DBInstance.vpc_security_group_membership_list = property(membership)
 
 
 def patch_send_task_failure_cause() -> None:
@@ -116,6 +205,88 @@ def patch_send_task_failure_cause() -> None:
     responses.StepFunctionResponse.send_task_failure = send_task_failure
 
 
+# The throttling error each service really answers with (its API reference's
+# error list), so the SDK classifies it as AWS's would be classified.
+THROTTLE = {
+    "dynamodb": (400, "ProvisionedThroughputExceededException"),
+    "states": (400, "ThrottlingException"),
+    "ssm": (400, "ThrottlingException"),
+    "secretsmanager": (400, "ThrottlingException"),
+    "logs": (400, "ThrottlingException"),
+    "bedrock": (429, "ThrottlingException"),
+    "rds": (400, "Throttling"),
+    "route53": (400, "Throttling"),
+    "monitoring": (400, "Throttling"),
+    "elasticloadbalancing": (400, "Throttling"),
+    "sts": (400, "Throttling"),
+    "sns": (400, "Throttled"),
+    "s3": (503, "SlowDown"),
+    "lambda": (429, "TooManyRequestsException"),
+}
+
+FAULT_MODES = ("throttle", "error", "latency", "timeout", "lost", "kill")
+
+
+def rule_matches(rule: dict, call: dict, text: str) -> bool:
+    """Does a fault rule apply to this call? Every filter the rule sets must hold."""
+    for key in ("service", "region", "action", "caller", "target"):
+        if rule.get(key) and rule[key] != call.get(key):
+            return False
+    wanted = rule.get("match")
+    if wanted:
+        wanted = [wanted] if isinstance(wanted, str) else wanted
+        if not any(w in text for w in wanted):
+            return False
+    return True
+
+
+# The Regions Route 53's health checkers report from, two checkers each.
+CHECKERS = [r for r in ["us-east-1", "us-west-1", "us-west-2", "eu-west-1", "ap-southeast-1",
+                        "ap-southeast-2", "ap-northeast-1", "sa-east-1"] for _ in range(2)]
+
+
+def checker_share(value) -> float:
+    """A health control value: a bool, or the share of checkers reporting healthy."""
+    if isinstance(value, bool):
+        return 1.0 if value else 0.0
+    share = float(value)
+    if not 0.0 <= share <= 1.0:
+        raise ValueError(f"a checker share is between 0 and 1, not {value}")
+    return share
+
+
+def route53_healthy(share: float) -> bool:
+    """Route 53 considers an endpoint healthy when more than 18 % of its
+    health checkers report it healthy (Route 53 Developer Guide, "How Amazon
+    Route 53 determines whether a health check is healthy")."""
+    return round(share * len(CHECKERS)) / len(CHECKERS) > 0.18
+
+
+def function_processes(name: str, environ_marker: str | None) -> list[int]:
+    """PIDs of the function binary `name` that cargo lambda watch started
+    (target/<profile>/<name>), optionally only those whose environment holds
+    `environ_marker` (e.g. their table's name, when several worlds run)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            exe = os.readlink(f"/proc/{entry}/exe")
+        except OSError:
+            continue
+        if not re.search(rf"/target/(debug|release)/{re.escape(name)}$", exe):
+            continue
+        if environ_marker:
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as f:
+                    if environ_marker.encode() not in f.read():
+                        continue
+            except OSError:
+                continue
+        pids.append(int(entry))
+    return pids
+
+
 class World:
     """Mutable state of the router: faults, health statuses, call log."""
 
@@ -127,7 +298,16 @@ class World:
         #   "count": n (only the next n calls), "caller": function name (only its calls),
         #   "target": resource name (only calls naming it, e.g. one DB instance)}
         self.faults: dict[str, dict] = {}
-        self.health: dict[str, bool] = {}  # health check id -> healthy?
+        # Fault rules (``POST /_handover/rules``), checked in order after the
+        # table above: {"id", "mode": one of FAULT_MODES, filters "service",
+        # "region", "action", "caller", "target", "match" (substrings of the
+        # path or body: a run's resource names), "skip": let the first n
+        # matching calls through, "count": fault the next n only, "seconds"
+        # (latency, timeout, lost), "environ" (kill: only processes whose
+        # environment holds it)}. Each fault applied is logged in fault_log.
+        self.rules: list[dict] = []
+        self.fault_log: list[dict] = []
+        self.health: dict[str, float] = {}  # health check id -> share of checkers reporting healthy
         self.calls: list[dict] = []
         self.models: dict[str, dict] = {}  # model id -> {"text": answer}
         self.converse: dict[str, list] = {}  # model id -> request bodies seen
@@ -142,7 +322,11 @@ class World:
     def reset(self) -> None:
         with self.lock:
             self.faults.clear()
+            self.rules.clear()
+            self.fault_log.clear()
             self.health.clear()
+            REALISM.clear()
+            REALISM["*"] = dict(REALISM_DEFAULTS)
             self.calls.clear()
             self.models.clear()
             self.converse.clear()
@@ -267,16 +451,34 @@ def make_handler(world: World):
             body = self._body()
             path = self.path
             if path.startswith("/_handover/"):
-                return self._control(method, path, body)
+                try:
+                    return self._control(method, path, body)
+                except (ValueError, TypeError, KeyError) as e:
+                    return self._json(400, {"message": f"bad control document: {e}"})
             if method == "POST" and path.startswith("/2015-03-31/functions/") and path.endswith("/invocations"):
                 return self._invoke(path, body)
             service, region = service_region(self.headers)
             action = action_of(self.headers, path, body, service, method)
             caller = caller_of(self.headers)
             target = target_of(self.headers, body)
+            call = {"service": service, "region": region, "action": action,
+                    "target": target, "caller": caller, "t": time.time()}
+            rule = None
             with world.lock:
-                world.calls.append({"service": service, "region": region, "action": action,
-                                    "target": target, "caller": caller, "t": time.time()})
+                world.calls.append(call)
+                text = path + " " + body.decode("utf-8", "replace")
+                for candidate in world.rules:
+                    if candidate.get("count", 1) <= 0 or not rule_matches(candidate, call, text):
+                        continue
+                    if candidate.get("skip", 0) > 0:
+                        candidate["skip"] -= 1
+                        continue
+                    if "count" in candidate:
+                        candidate["count"] -= 1
+                    rule = candidate
+                    applied = {**call, "rule": rule.get("id", ""), "mode": rule["mode"]}
+                    world.fault_log.append(applied)
+                    break
                 key = f"{service}:{region}" if f"{service}:{region}" in world.faults else f"{service}:*"
                 fault = world.faults.get(key)
                 if fault and fault.get("caller") and fault["caller"] != caller:
@@ -301,6 +503,59 @@ def make_handler(world: World):
                                            b'</Code><Message>injected fault</Message></Error>'
                                            b'<RequestId>handover-fault</RequestId></ErrorResponse>',
                                       {"Content-Type": "text/xml"})
+            if rule:
+                mode = rule["mode"]
+                if mode == "throttle":
+                    status, code = THROTTLE.get(service, (400, "ThrottlingException"))
+                    return self._error(service, status, code, "Rate exceeded")
+                if mode == "error":
+                    return self._error(service, 500, "InternalFailure",
+                                       "We encountered an internal error. Please try again.")
+                if mode in ("latency", "timeout"):
+                    time.sleep(float(rule.get("seconds", 30 if mode == "timeout" else 1)))
+                if mode == "timeout":
+                    # The server never saw it: nothing is applied.
+                    self.close_connection = True
+                    return
+                if mode == "lost":
+                    # The server acts; its answer never reaches the caller.
+                    self._serve(service, method, path, body, deliver=False)
+                    time.sleep(float(rule.get("seconds", 0)))
+                    self.close_connection = True
+                    return
+                if mode == "kill":
+                    self._serve(service, method, path, body)
+                    pids = function_processes(caller, rule.get("environ"))
+                    for pid in pids:
+                        try:
+                            os.kill(pid, signal.SIGKILL)
+                        except OSError:
+                            pass
+                    with world.lock:
+                        applied["killed"] = pids
+                    return
+            self._serve(service, method, path, body)
+
+        def _error(self, service: str, status: int, code: str, message: str) -> None:
+            """An AWS error in the service's wire protocol (JSON or XML)."""
+            if "json" in self.headers.get("Content-Type", "") or service in ("lambda", "bedrock"):
+                return self._send(status, json.dumps({"__type": code, "message": message}).encode(),
+                                  {"Content-Type": "application/x-amz-json-1.0", "x-amzn-ErrorType": code})
+            if service == "s3":
+                return self._send(status, f"<Error><Code>{code}</Code><Message>{message}</Message>"
+                                          "<RequestId>handover-fault</RequestId></Error>".encode(),
+                                  {"Content-Type": "application/xml"})
+            kind = "Sender" if status < 500 else "Receiver"
+            return self._send(status, f"<ErrorResponse><Error><Type>{kind}</Type><Code>{code}</Code>"
+                                      f"<Message>{message}</Message></Error>"
+                                      "<RequestId>handover-fault</RequestId></ErrorResponse>".encode(),
+                              {"Content-Type": "text/xml"})
+
+        def _serve(self, service: str, method: str, path: str, body: bytes, deliver: bool = True) -> None:
+            """Answer a call: Handover's behaviours where moto has none, else moto."""
+            if not deliver:
+                self._proxy(method, path, body, deliver=False)
+                return
             if service == "route53":
                 m = re.match(r"^/2013-04-01/healthcheck/([^/]+)/status$", path.split("?")[0])
                 if m and method == "GET":
@@ -311,13 +566,16 @@ def make_handler(world: World):
                 m = re.match(r"^/model/([^/]+)/converse$", path.split("?")[0])
                 if m and method == "POST":
                     return self._converse(urllib.parse.unquote(m.group(1)), body)
-            if service == "dynamodb":
-                with world.dynamodb:
-                    return self._proxy(method, path, body)
             self._proxy(method, path, body)
 
         # -- moto -------------------------------------------------------------
-        def _proxy(self, method: str, path: str, body: bytes) -> None:
+        def _proxy(self, method: str, path: str, body: bytes, deliver: bool = True) -> None:
+            if service_region(self.headers)[0] == "dynamodb":
+                with world.dynamodb:
+                    return self._forward(method, path, body, deliver)
+            return self._forward(method, path, body, deliver)
+
+        def _forward(self, method: str, path: str, body: bytes, deliver: bool) -> None:
             conn = http.client.HTTPConnection("127.0.0.1", world.moto_port, timeout=120)
             headers = {k: v for k, v in self.headers.items() if k.lower() not in ("connection", "content-length")}
             conn.request(method, path, body=body if body else None, headers=headers)
@@ -326,7 +584,8 @@ def make_handler(world: World):
             out = {k: v for k, v in resp.getheaders()
                    if k.lower() not in ("transfer-encoding", "connection", "content-length")}
             conn.close()
-            self._send(resp.status, data, out)
+            if deliver:
+                self._send(resp.status, data, out)
 
         def _moto_json(self, method: str, path: str, headers: dict, body: bytes = b""):
             conn = http.client.HTTPConnection("127.0.0.1", world.moto_port, timeout=30)
@@ -371,17 +630,21 @@ def make_handler(world: World):
         # -- Route 53 behaviour -----------------------------------------------
         def _health_status(self, check_id: str) -> None:
             with world.lock:
-                healthy = world.health.get(check_id)
-            if healthy is None:
+                share = world.health.get(check_id)
+            if share is None:
                 return self._proxy("GET", self.path, b"")
-            status = "Success: HTTP Status Code 200, OK" if healthy else "Failure: Connection timed out"
+            # Route 53 checks from 8 Regions, more than one checker in each
+            # (Route 53 Developer Guide, "How Route 53 determines whether a
+            # health check is healthy"); the first round(share x 16) report
+            # success, as a partial outage or a flapping path makes them.
+            healthy = round(share * len(CHECKERS))
+            ok, bad = "Success: HTTP Status Code 200, OK", "Failure: Connection timed out"
             observations = "".join(
                 f"<HealthCheckObservation><Region>{r}</Region><IPAddress>192.0.2.{i}</IPAddress>"
-                f"<StatusReport><Status>{escape(status)}</Status>"
+                f"<StatusReport><Status>{escape(ok if i <= healthy else bad)}</Status>"
                 f"<CheckedTime>{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}</CheckedTime>"
                 f"</StatusReport></HealthCheckObservation>"
-                for i, r in enumerate(["us-east-1", "us-west-1", "eu-west-1", "ap-southeast-1",
-                                       "ap-northeast-1", "sa-east-1", "us-west-2", "ap-southeast-2"], 1)
+                for i, r in enumerate(CHECKERS, 1)
             )
             body = ('<?xml version="1.0" encoding="UTF-8"?>'
                     '<GetHealthCheckStatusResponse xmlns="https://route53.amazonaws.com/doc/2013-04-01/">'
@@ -438,8 +701,37 @@ def make_handler(world: World):
             doc = json.loads(body) if body else {}
             if path == "/_handover/faults" and method == "POST":
                 return self._json(200, merge(world, world.faults, doc))
+            if path == "/_handover/rules" and method == "POST":
+                # {"add": [rule, ...]} appends; {"clear": true} empties first.
+                with world.lock:
+                    if doc.get("clear"):
+                        world.rules.clear()
+                    for rule in doc.get("add", []):
+                        if rule.get("mode") not in FAULT_MODES:
+                            return self._json(400, {"message": f"mode must be one of {FAULT_MODES}"})
+                        world.rules.append(dict(rule))
+                    return self._json(200, list(world.rules))
+            if path == "/_handover/rules" and method == "GET":
+                with world.lock:
+                    return self._json(200, {"rules": list(world.rules), "log": list(world.fault_log)})
+            if path == "/_handover/realism" and method == "POST":
+                # {"*": {...}} for every instance, {"<db id>": {...}} for one;
+                # null removes a scope.
+                with world.lock:
+                    for scope, settings in doc.items():
+                        if settings is None:
+                            if scope != "*":
+                                REALISM.pop(scope, None)
+                            continue
+                        unknown = [k for k in settings if k not in REALISM_DEFAULTS]
+                        if unknown:
+                            return self._json(400, {"message": f"unknown realism keys {unknown}"})
+                        REALISM.setdefault(scope, {}).update({k: float(v) for k, v in settings.items()})
+                    return self._json(200, REALISM)
             if path == "/_handover/health" and method == "POST":
-                return self._json(200, merge(world, world.health, doc, bool))
+                # true / false, or the share of Route 53's checkers that see
+                # the endpoint healthy (0.0 to 1.0).
+                return self._json(200, merge(world, world.health, doc, checker_share))
             if path == "/_handover/calls" and method == "GET":
                 with world.lock:
                     return self._json(200, list(world.calls))
@@ -485,7 +777,7 @@ def resolve(rrset_xml: str, name: str, rtype: str, world: World) -> list[str]:
             values = [alias.findtext("r:DNSName", "", ns)]
         check = rs.findtext("r:HealthCheckId", "", ns)
         with world.lock:
-            healthy = world.health.get(check, True) if check else True
+            healthy = route53_healthy(world.health.get(check, 1.0)) if check else True
         failover = rs.findtext("r:Failover", "", ns)
         entry = (values, healthy)
         if failover == "PRIMARY":
@@ -523,6 +815,7 @@ def main() -> int:
 
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     patch_promote_read_replica()
+    patch_security_group_membership()
     patch_send_task_failure_cause()
     from moto.server import ThreadedMotoServer
 

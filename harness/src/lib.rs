@@ -150,6 +150,36 @@ pub async fn call_log() -> Vec<serde_json::Value> {
         .unwrap_or_default()
 }
 
+/// Add fault rules to the router (see `World.rules` in handover_emulator.py):
+/// each `{"mode": "throttle"|"error"|"latency"|"timeout"|"lost"|"kill", ...filters}`.
+pub async fn add_fault_rules(rules: serde_json::Value) {
+    control("rules", serde_json::json!({ "add": rules })).await;
+}
+
+/// The faults the router applied so far: one entry per faulted call, with
+/// the call (service, region, action, target, caller), the rule id and mode.
+pub async fn fault_log() -> Vec<serde_json::Value> {
+    router_get("rules").await["log"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Make the router's RDS take AWS's time for `scope` ("*" or one DB
+/// instance identifier): promotion `modifying` then `rebooting` seconds, and
+/// how long a security-group change shows `adding`/`removing`.
+pub async fn realistic_rds(scope: &str, modifying_s: f64, rebooting_s: f64, sg_pending_s: f64) {
+    control(
+        "realism",
+        serde_json::json!({ scope: {
+            "promote_modifying_s": modifying_s,
+            "promote_rebooting_s": rebooting_s,
+            "sg_pending_s": sg_pending_s,
+        }}),
+    )
+    .await;
+}
+
 /// How many times the router saw `action` naming `target` (e.g. an RDS identifier).
 pub async fn count_calls(action: &str, target: &str) -> usize {
     call_log()

@@ -1,0 +1,299 @@
+//! The emulated world behaves like AWS where Handover's safety depends on it:
+//! each test shows the router (harness/py/handover_emulator.py) doing one
+//! behaviour, seen through the real SDK clients Handover uses.
+
+use handover::adapters::rds::{DbInspector, Rds};
+use handover_testkit::world::{provision_databases, unique_plan};
+use handover_testkit::{
+    TEST_REGION, add_fault_rules, aws, control, fault_log, realistic_rds, unique,
+};
+use serde_json::json;
+use std::time::Duration;
+
+const BUDGET: Duration = Duration::from_secs(5);
+
+async fn describe(rds: &Rds, id: &str) -> handover::adapters::rds::DbInstance {
+    rds.describe(id, BUDGET)
+        .await
+        .expect("describe")
+        .expect("the instance exists")
+}
+
+/// RDS User Guide, "Promoting a read replica to be a standalone DB instance":
+/// the call returns with S `modifying`; S reboots, and only when it is
+/// `available` again has it lost its replication source. A second
+/// promotion while the first runs is refused.
+#[tokio::test]
+async fn promotion_goes_through_modifying_and_rebooting_before_it_stands_alone() {
+    let aws = aws();
+    let plan = unique_plan();
+    let (p, s) = (&plan.regions.primary, &plan.regions.standby);
+    provision_databases(&aws, &plan).await;
+    realistic_rds(&s.db_instance_id, 1.0, 1.0, 0.0).await;
+    let s_rds = Rds::new(&aws, &s.region).await;
+    s_rds
+        .client()
+        .promote_read_replica()
+        .db_instance_identifier(&s.db_instance_id)
+        .send()
+        .await
+        .expect("the first promotion is accepted");
+    let during = describe(&s_rds, &s.db_instance_id).await;
+    assert_eq!(during.status, "modifying");
+    assert!(
+        during.replication_source.is_some(),
+        "still a replica while promoting: {during:?}"
+    );
+    let again = s_rds
+        .client()
+        .promote_read_replica()
+        .db_instance_identifier(&s.db_instance_id)
+        .send()
+        .await
+        .expect_err("a second promotion is refused");
+    assert_eq!(
+        again.as_service_error().and_then(|e| e.meta().code()),
+        Some("InvalidDBInstanceState"),
+        "{again:?}"
+    );
+    let mut seen = vec![during.status.clone()];
+    for _ in 0..60 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let d = describe(&s_rds, &s.db_instance_id).await;
+        if seen.last() != Some(&d.status) {
+            seen.push(d.status.clone());
+        }
+        if d.status == "available" {
+            assert_eq!(d.replication_source, None, "{d:?}");
+            break;
+        }
+        assert!(d.replication_source.is_some(), "{d:?}");
+    }
+    assert_eq!(seen, ["modifying", "rebooting", "available"]);
+    let primary = describe(&Rds::new(&aws, &p.region).await, &p.db_instance_id).await;
+    assert!(primary.replicas.is_empty(), "{primary:?}");
+    let standalone = s_rds
+        .client()
+        .promote_read_replica()
+        .db_instance_identifier(&s.db_instance_id)
+        .send()
+        .await
+        .expect_err("a standalone instance cannot be promoted");
+    assert!(
+        format!("{standalone:?}").contains("not a read replica"),
+        "{standalone:?}"
+    );
+}
+
+/// RDS API Reference, VpcSecurityGroupMembership: a new group is `adding`
+/// and the old one `removing` until the change is applied.
+#[tokio::test]
+async fn a_security_group_change_shows_adding_and_removing_before_active() {
+    let aws = aws();
+    let plan = unique_plan();
+    let p = &plan.regions.primary;
+    provision_databases(&aws, &plan).await;
+    realistic_rds(&p.db_instance_id, 0.0, 0.0, 1.0).await;
+    let rds = aws.rds(&p.region).await;
+    rds.modify_db_instance()
+        .db_instance_identifier(&p.db_instance_id)
+        .vpc_security_group_ids(&p.fence_security_group_id)
+        .apply_immediately(true)
+        .send()
+        .await
+        .expect("modify");
+    let membership = |d: aws_sdk_rds::types::DbInstance| {
+        d.vpc_security_groups()
+            .iter()
+            .map(|g| {
+                (
+                    g.vpc_security_group_id().unwrap_or_default().to_owned(),
+                    g.status().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let read = || async {
+        membership(
+            rds.describe_db_instances()
+                .db_instance_identifier(&p.db_instance_id)
+                .send()
+                .await
+                .expect("describe")
+                .db_instances()[0]
+                .clone(),
+        )
+    };
+    assert_eq!(
+        read().await,
+        [
+            (p.fence_security_group_id.clone(), "adding".to_owned()),
+            ("sg-0app000000000000p".to_owned(), "removing".to_owned()),
+        ]
+    );
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert_eq!(
+        read().await,
+        [(p.fence_security_group_id.clone(), "active".to_owned())]
+    );
+}
+
+/// Route 53 Developer Guide, "How Amazon Route 53 determines whether a health
+/// check is healthy": healthy when more than 18 % of the checkers say so, and
+/// failover records answer by that rule.
+#[tokio::test]
+async fn health_is_a_share_of_checkers_and_dns_follows_the_18_percent_rule() {
+    let aws = aws();
+    let mut plan = unique_plan();
+    handover_testkit::world::provision_dns(&aws, &mut plan, "p-alb.example.com").await;
+    let check = plan.regions.primary.health_check_id.clone();
+    let r53 = aws.route53().await;
+    let answer = || async {
+        r53.test_dns_answer()
+            .hosted_zone_id(&plan.dns.hosted_zone_id)
+            .record_name(&plan.dns.record_name)
+            .record_type(aws_sdk_route53::types::RrType::Cname)
+            .send()
+            .await
+            .expect("TestDNSAnswer")
+            .record_data()
+            .to_vec()
+    };
+    for (share, healthy, p_answers) in [(0.25, 4, true), (0.125, 2, false), (1.0, 16, true)] {
+        control("health", json!({ &check: share })).await;
+        let status = r53
+            .get_health_check_status()
+            .health_check_id(&check)
+            .send()
+            .await
+            .expect("GetHealthCheckStatus");
+        let obs = status.health_check_observations();
+        assert_eq!(obs.len(), 16);
+        let ok = obs
+            .iter()
+            .filter(|o| {
+                o.status_report()
+                    .and_then(|r| r.status())
+                    .is_some_and(|s| s.starts_with("Success"))
+            })
+            .count();
+        assert_eq!(ok, healthy, "share {share}");
+        let data = answer().await;
+        assert_eq!(
+            data.iter().any(|a| a.contains("p-alb")),
+            p_answers,
+            "share {share}: {data:?}"
+        );
+    }
+}
+
+/// The item `key` in a fresh table, if it exists.
+async fn item(ddb: &aws_sdk_dynamodb::Client, table: &str, key: &str) -> bool {
+    ddb.get_item()
+        .table_name(table)
+        .key("pk", aws_sdk_dynamodb::types::AttributeValue::S(key.into()))
+        .key(
+            "sk",
+            aws_sdk_dynamodb::types::AttributeValue::S("STATE".into()),
+        )
+        .consistent_read(true)
+        .send()
+        .await
+        .expect("get")
+        .item
+        .is_some()
+}
+
+async fn put(
+    ddb: &aws_sdk_dynamodb::Client,
+    table: &str,
+    key: &str,
+) -> Result<(), aws_sdk_dynamodb::Error> {
+    ddb.put_item()
+        .table_name(table)
+        .item("pk", aws_sdk_dynamodb::types::AttributeValue::S(key.into()))
+        .item(
+            "sk",
+            aws_sdk_dynamodb::types::AttributeValue::S("STATE".into()),
+        )
+        .send()
+        .await
+        .map(|_| ())
+        .map_err(Into::into)
+}
+
+/// A response lost after the server acted: the write is applied, the client
+/// sees a transport error. A timeout before the server acts applies nothing.
+#[tokio::test]
+async fn a_lost_response_applies_the_call_and_a_timeout_before_it_does_not() {
+    let aws = aws();
+    let store = handover_testkit::fresh_store(&aws).await;
+    let table = store.table().to_owned();
+    let ddb = aws.dynamodb(TEST_REGION).await;
+    // Every attempt the SDK makes is faulted: it retries transport errors.
+    let lost = unique("lost");
+    let early = unique("early");
+    add_fault_rules(json!([
+        {"id": lost, "mode": "lost", "service": "dynamodb", "action": "PutItem", "match": lost, "count": 10},
+        {"id": early, "mode": "timeout", "seconds": 0.2, "service": "dynamodb", "action": "PutItem", "match": early, "count": 10},
+    ]))
+    .await;
+    let err = put(&ddb, &table, &lost)
+        .await
+        .expect_err("the caller never hears");
+    assert!(
+        format!("{err:?}").contains("Dispatch") || format!("{err:?}").contains("Io"),
+        "a transport error, not a service answer: {err:?}"
+    );
+    assert!(item(&ddb, &table, &lost).await, "the server applied it");
+    put(&ddb, &table, &early).await.expect_err("no answer");
+    assert!(!item(&ddb, &table, &early).await, "never applied");
+    let log = fault_log().await;
+    assert!(log.iter().any(|f| f["rule"] == lost.as_str()));
+    assert!(log.iter().any(|f| f["rule"] == early.as_str()));
+}
+
+/// Throttling answers with the service's own error code (RDS API Reference,
+/// common errors: `Throttling`; DynamoDB:
+/// `ProvisionedThroughputExceededException`), and 5xx with InternalFailure;
+/// `skip` lets the first calls through and `count` bounds the fault.
+#[tokio::test]
+async fn throttling_and_5xx_answer_with_each_services_real_error() {
+    let aws = aws();
+    let plan = unique_plan();
+    provision_databases(&aws, &plan).await;
+    let id = plan.regions.primary.db_instance_id.clone();
+    let rds = Rds::new(&aws, &plan.regions.primary.region).await;
+    let throttle = unique("throttle");
+    add_fault_rules(json!([
+        {"id": throttle, "mode": "throttle", "service": "rds", "action": "DescribeDBInstances", "target": id, "skip": 1, "count": 10},
+    ]))
+    .await;
+    describe(&rds, &id).await; // skipped
+    let err = rds.describe(&id, BUDGET).await.expect_err("throttled");
+    assert_eq!(err.code(), Some("Throttling"), "{err:?}");
+    let store = handover_testkit::fresh_store(&aws).await;
+    let ddb = aws.dynamodb(TEST_REGION).await;
+    let key = unique("throttled-item");
+    let error = unique("error");
+    add_fault_rules(json!([
+        {"id": key, "mode": "throttle", "service": "dynamodb", "match": key, "count": 10},
+        {"id": error, "mode": "error", "service": "dynamodb", "match": error, "count": 10},
+    ]))
+    .await;
+    let err = put(&ddb, store.table(), &key).await.expect_err("throttled");
+    assert!(
+        format!("{err:?}").contains("ProvisionedThroughputExceededException"),
+        "{err:?}"
+    );
+    let err = put(&ddb, store.table(), &error).await.expect_err("5xx");
+    assert!(format!("{err:?}").contains("InternalFailure"), "{err:?}");
+    let log = fault_log().await;
+    assert!(
+        log.iter()
+            .filter(|f| f["rule"] == throttle.as_str())
+            .count()
+            >= 1,
+        "{log:?}"
+    );
+}
