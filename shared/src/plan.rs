@@ -393,6 +393,19 @@ pub struct FencePolicy {
     /// Bound on the fence's RDS calls, milliseconds.
     #[serde(default = "default_call_budget")]
     pub timeout_ms: u64,
+    /// How long the fence waits for RDS to apply the change, seconds: the
+    /// fence is confirmed only when the deny-all group alone is `active`
+    /// (a new group shows `adding`, the old ones `removing`, meanwhile).
+    #[serde(default = "default_fence_confirm_s")]
+    pub confirm_s: u64,
+}
+
+/// Longest fence confirmation wait: the fence's Lambda timeout is 60 s and
+/// its describe and modify calls need their own budget.
+pub const MAX_FENCE_CONFIRM_S: u64 = 40;
+
+fn default_fence_confirm_s() -> u64 {
+    30
 }
 
 impl Default for FencePolicy {
@@ -400,6 +413,7 @@ impl Default for FencePolicy {
         Self {
             on_unconfirmed: OnUnconfirmed::default(),
             timeout_ms: default_call_budget(),
+            confirm_s: default_fence_confirm_s(),
         }
     }
 }
@@ -846,6 +860,19 @@ impl Plan {
         }
         if self.fence.timeout_ms == 0 {
             return bad("fence.timeout_ms", "must be at least 1");
+        }
+        if self.fence.confirm_s == 0 || self.fence.confirm_s > MAX_FENCE_CONFIRM_S {
+            return bad(
+                "fence.confirm_s",
+                &format!("must be 1 to {MAX_FENCE_CONFIRM_S} (the fence's Lambda timeout is 60 s)"),
+            );
+        }
+        // Three bounded calls (describe, modify, a last describe) and the wait.
+        if self.fence.confirm_s * 1000 + 3 * self.fence.timeout_ms > 55_000 {
+            return bad(
+                "fence",
+                "confirm_s plus three calls of timeout_ms must fit in 55 s (the fence's Lambda timeout is 60 s)",
+            );
         }
         if let Some(x) = &self.explain {
             non_empty(&x.model_id, "explain.model_id")?;

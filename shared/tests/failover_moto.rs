@@ -528,3 +528,41 @@ async fn invalid_state_from_a_second_promotion_call_confirmed_by_rds_is_the_call
             .is_err()
     );
 }
+
+/// RDS applies a security-group change over seconds (the new group `adding`,
+/// the old `removing`): the fence is confirmed only once the deny-all group
+/// alone is `active`, and stays unconfirmed when RDS takes longer than the
+/// plan's `fence.confirm_s`.
+#[tokio::test]
+async fn fence_is_confirmed_only_when_the_deny_all_group_alone_is_active() {
+    let r = run(5.0).await;
+    let p_id = r.plan.regions.primary.db_instance_id.clone();
+    handover_testkit::realistic_rds(&p_id, 0.0, 0.0, 1.5).await;
+    let state = run_state(&r.plan, json!({ "approval": approval(false) }));
+    let p = r.p_rds().await;
+    let f = fence(&state, "exec-a", &r.store, &p, Utc::now)
+        .await
+        .unwrap();
+    assert_eq!(f.outcome, FenceOutcome::Confirmed, "{}", f.detail);
+    // It read `adding`/`removing` first, then `active`: more than one describe after the modify.
+    let describes = handover_testkit::call_log()
+        .await
+        .iter()
+        .filter(|c| c["action"] == "DescribeDBInstances" && c["target"] == p_id.as_str())
+        .count();
+    assert!(describes >= 3, "{describes} describes: {}", f.detail);
+
+    let mut slow = unique_plan();
+    slow.fence.confirm_s = 1;
+    let r = run_in(slow, 5.0).await;
+    let p_id = r.plan.regions.primary.db_instance_id.clone();
+    handover_testkit::realistic_rds(&p_id, 0.0, 0.0, 4.0).await;
+    let state = run_state(&r.plan, json!({ "approval": approval(false) }));
+    let f = fence(&state, "exec-b", &r.store, &r.p_rds().await, Utc::now)
+        .await
+        .unwrap();
+    assert_eq!(f.outcome, FenceOutcome::Unconfirmed, "{}", f.detail);
+    assert!(!f.may_proceed);
+    assert!(f.detail.contains("still applying"), "{}", f.detail);
+    assert!(f.detail.contains(":removing"), "{}", f.detail);
+}

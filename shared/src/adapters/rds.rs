@@ -21,8 +21,12 @@ pub struct DbInstance {
     pub replication_source: Option<String>,
     /// Replicas of this instance (identifiers or ARNs).
     pub replicas: Vec<String>,
-    /// VPC security groups attached.
+    /// VPC security groups attached, whatever their membership status.
     pub security_groups: Vec<String>,
+    /// Memberships RDS has not applied yet, as `<group>:<status>` (`adding`,
+    /// `removing`, …): a change is in effect only when this is empty.
+    #[serde(default)]
+    pub unsettled_security_groups: Vec<String>,
     /// Master user name.
     pub master_username: Option<String>,
     /// Automated backup retention, days.
@@ -96,6 +100,18 @@ impl From<&aws_sdk_rds::types::DbInstance> for DbInstance {
                 .vpc_security_groups()
                 .iter()
                 .filter_map(|g| g.vpc_security_group_id().map(str::to_owned))
+                .collect(),
+            unsettled_security_groups: d
+                .vpc_security_groups()
+                .iter()
+                .filter(|g| g.status() != Some("active"))
+                .map(|g| {
+                    format!(
+                        "{}:{}",
+                        g.vpc_security_group_id().unwrap_or("?"),
+                        g.status().unwrap_or("unknown")
+                    )
+                })
                 .collect(),
             master_username: d.master_username().map(str::to_owned),
             backup_retention_days: d.backup_retention_period().unwrap_or(0),

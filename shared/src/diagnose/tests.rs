@@ -29,6 +29,7 @@ fn db(id: &str, status: &str, source: Option<&str>) -> DbInstance {
         replication_source: source.map(str::to_owned),
         replicas: vec![],
         security_groups: vec!["sg-app".into()],
+        unsettled_security_groups: vec![],
         master_username: Some("admin".into()),
         backup_retention_days: 0,
         latest_restorable_time: None,

@@ -3,7 +3,9 @@
 //! P's DB gets the plan's deny-all security group (rds:ModifyDBInstance,
 //! ApplyImmediately). The previous groups are recorded first, so a crash
 //! between the two calls never loses what failback must restore. The outcome
-//! is `confirmed` only when a describe shows the fence group alone.
+//! is `confirmed` only when a describe shows the fence group alone, `active`:
+//! RDS applies a change over seconds, the new group `adding` and the old ones
+//! `removing` meanwhile, and until then P still accepts what they allowed.
 
 use super::{StepError, claimed, start_epoch};
 use crate::adapters::rds::{DbInspector, Rds};
@@ -99,6 +101,7 @@ pub async fn fence<F: DbFencer>(
         &site.db_instance_id,
         &fence_group,
         budget,
+        Duration::from_secs(plan.fence.confirm_s),
         store,
         epoch,
         execution,
@@ -154,6 +157,7 @@ async fn attempt<F: DbFencer>(
     db: &str,
     fence_group: &str,
     budget: Duration,
+    confirm: Duration,
     store: &Store,
     epoch: i64,
     execution: &str,
@@ -192,27 +196,51 @@ async fn attempt<F: DbFencer>(
             format!("modify: {}", crate::error::chain(&e)),
         ));
     }
-    match rds.describe(db, budget).await {
-        Ok(Some(d)) if d.security_groups == want => {
-            Ok((previous, format!("{db} security groups now {want:?}")))
-        }
-        Ok(Some(d)) => Err(unconfirmed(
-            previous,
-            format!(
-                "modify accepted but {db} shows groups {:?}",
-                d.security_groups
+    // Wait for RDS to apply it: the fence group alone, and `active`.
+    let waited = std::time::Instant::now();
+    loop {
+        let last = match rds.describe(db, budget).await {
+            Ok(Some(d)) if d.security_groups == want && d.unsettled_security_groups.is_empty() => {
+                return Ok((
+                    previous,
+                    format!(
+                        "{db} security groups now {want:?}, active after {:.1} s",
+                        waited.elapsed().as_secs_f64()
+                    ),
+                ));
+            }
+            Ok(Some(d)) if d.unsettled_security_groups.is_empty() => {
+                // Applied, and not what was asked: someone else changed it.
+                return Err(unconfirmed(
+                    previous,
+                    format!(
+                        "modify accepted but {db} shows groups {:?}",
+                        d.security_groups
+                    ),
+                ));
+            }
+            Ok(Some(d)) => format!(
+                "{db} still applying the change after {} s: {:?}",
+                confirm.as_secs(),
+                d.unsettled_security_groups
             ),
-        )),
-        Ok(None) => Err(unconfirmed(
-            previous,
-            format!("{db} disappeared after modify"),
-        )),
-        Err(e) => Err(unconfirmed(
-            previous,
-            format!("describe after modify: {}", crate::error::chain(&e)),
-        )),
+            Ok(None) => {
+                return Err(unconfirmed(
+                    previous,
+                    format!("{db} disappeared after modify"),
+                ));
+            }
+            Err(e) => format!("describe after modify: {}", crate::error::chain(&e)),
+        };
+        if waited.elapsed() + FENCE_POLL > confirm {
+            return Err(unconfirmed(previous, last));
+        }
+        tokio::time::sleep(FENCE_POLL).await;
     }
 }
+
+/// How often the fence reads P's memberships while RDS applies the change.
+const FENCE_POLL: Duration = Duration::from_millis(500);
 
 #[allow(clippy::too_many_arguments)]
 fn result(
