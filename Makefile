@@ -2,13 +2,16 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-.PHONY: help drill test unit lint fmt venv build deploy clean
+.PHONY: help drill campaign test unit lint fmt venv build deploy clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
 
 drill: ## A full local failover drill on emulated AWS (DRILL_DECISION=approve|reject|timeout|interactive)
 	@scripts/drill.sh
+
+campaign: ## The fault campaign: seeded incidents under injected faults, invariants checked (HANDOVER_CAMPAIGN_RUNS, _SEED, _REPLAY)
+	@scripts/campaign.sh
 
 test: ## Everything: set-up, fmt, clippy, validators, unit + emulator tests
 	@scripts/test.sh

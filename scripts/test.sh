@@ -15,6 +15,8 @@ step "tests (unit + against the moto emulator; path tests run the real binaries 
 scripts/with-emulator.sh bash -c 'cargo test --workspace -- --skip path_ && scripts/paths.sh' 
 step "drills: approve, reject, approval timeout (full local runs)"
 scripts/drills.sh
+step "fault campaign: seeded incidents under injected faults (R >= 40 runs)"
+HANDOVER_CAMPAIGN_RUNS=${HANDOVER_CAMPAIGN_RUNS:-40} scripts/campaign.sh
 step "packaged layout: sam build of DetectFunction (release, aarch64; the first run builds the SDK for arm64)"
 scripts/package-check.sh
 step "done"

@@ -262,6 +262,36 @@ def route53_healthy(share: float) -> bool:
     return round(share * len(CHECKERS)) / len(CHECKERS) > 0.18
 
 
+RESPAWNED: list = []  # processes the router started in place of killed ones
+
+
+def kill_and_replace(pid: int) -> None:
+    """SIGKILL a function process, then start a fresh one of the same binary
+    with the same environment, directory and output, as Lambda starts a new
+    execution environment after one dies. cargo lambda watch does not restart
+    a function whose process was killed, but any process polling its runtime
+    API gets the next invocation, so the new one serves the retry (a cold
+    start, as in Lambda)."""
+    import subprocess
+
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            env = dict(kv.split("=", 1) for kv in f.read().decode("utf-8", "replace").split("\0") if "=" in kv)
+        exe = os.readlink(f"/proc/{pid}/exe")
+        cwd = os.readlink(f"/proc/{pid}/cwd")
+        out = os.readlink(f"/proc/{pid}/fd/1")
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        return
+    for _ in range(100):
+        if not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z":
+            break
+        time.sleep(0.02)
+    log = open(out, "ab") if out.startswith("/") and os.path.exists(out) else subprocess.DEVNULL
+    RESPAWNED.append(subprocess.Popen([exe], env=env, cwd=cwd, stdout=log, stderr=log,
+                                      stdin=subprocess.DEVNULL, start_new_session=True))
+
+
 def function_processes(name: str, environ_marker: str | None) -> list[int]:
     """PIDs of the function binary `name` that cargo lambda watch started
     (target/<profile>/<name>), optionally only those whose environment holds
@@ -307,6 +337,9 @@ class World:
         # environment holds it)}. Each fault applied is logged in fault_log.
         self.rules: list[dict] = []
         self.fault_log: list[dict] = []
+        # Function name -> when a kill rule last killed its process: an
+        # invocation in flight then ends as Lambda ends it (Runtime.ExitError).
+        self.killed: dict[str, float] = {}
         self.health: dict[str, float] = {}  # health check id -> share of checkers reporting healthy
         self.calls: list[dict] = []
         self.models: dict[str, dict] = {}  # model id -> {"text": answer}
@@ -448,6 +481,7 @@ def make_handler(world: World):
             self._dispatch("HEAD")
 
         def _dispatch(self, method: str) -> None:
+            self._call = None
             body = self._body()
             path = self.path
             if path.startswith("/_handover/"):
@@ -464,6 +498,7 @@ def make_handler(world: World):
             call = {"service": service, "region": region, "action": action,
                     "target": target, "caller": caller, "t": time.time()}
             rule = None
+            self._call = call
             with world.lock:
                 world.calls.append(call)
                 text = path + " " + body.decode("utf-8", "replace")
@@ -527,12 +562,10 @@ def make_handler(world: World):
                     self._serve(service, method, path, body)
                     pids = function_processes(caller, rule.get("environ"))
                     for pid in pids:
-                        try:
-                            os.kill(pid, signal.SIGKILL)
-                        except OSError:
-                            pass
+                        kill_and_replace(pid)
                     with world.lock:
                         applied["killed"] = pids
+                        world.killed[caller] = time.time()
                     return
             self._serve(service, method, path, body)
 
@@ -584,6 +617,11 @@ def make_handler(world: World):
             out = {k: v for k, v in resp.getheaders()
                    if k.lower() not in ("transfer-encoding", "connection", "content-length")}
             conn.close()
+            call = getattr(self, "_call", None)
+            if call is not None:
+                # What the server answered (also when the caller never hears it).
+                with world.lock:
+                    call["status"] = resp.status
             if deliver:
                 self._send(resp.status, data, out)
 
@@ -602,19 +640,43 @@ def make_handler(world: World):
             name = urllib.parse.unquote(path[len("/2015-03-31/functions/"):-len("/invocations")])
             name = name.split(":function:")[-1].split(":")[0]  # ARN or plain name -> binary name
             up = urllib.parse.urlparse(world.lambda_upstream)
-            conn = http.client.HTTPConnection(up.hostname, up.port, timeout=900)
+            started = time.time()
             with world.lock:
-                world.calls.append({"service": "lambda", "region": "", "action": f"Invoke:{name}", "t": time.time()})
-            try:
-                conn.request("POST", f"/2015-03-31/functions/{name}/invocations", body=body,
-                             headers={"Content-Type": "application/json"})
-                resp = conn.getresponse()
-                data = resp.read()
-            except OSError as e:
-                return self._json(502, {"Type": "Service", "message": f"lambda upstream: {e}"})
-            finally:
-                conn.close()
+                world.calls.append({"service": "lambda", "region": "", "action": f"Invoke:{name}", "t": started})
+            answer: dict = {}
+
+            def call() -> None:
+                conn = http.client.HTTPConnection(up.hostname, up.port, timeout=900)
+                try:
+                    conn.request("POST", f"/2015-03-31/functions/{name}/invocations", body=body,
+                                 headers={"Content-Type": "application/json"})
+                    resp = conn.getresponse()
+                    answer["resp"], answer["data"] = resp, resp.read()
+                except OSError as e:
+                    answer["error"] = e
+                finally:
+                    conn.close()
+
+            worker = threading.Thread(target=call, daemon=True)
+            worker.start()
             headers = {"Content-Type": "application/json", "X-Amz-Executed-Version": "$LATEST"}
+            while worker.is_alive():
+                worker.join(0.1)
+                with world.lock:
+                    killed = world.killed.get(name, 0.0) >= started
+                if killed and worker.is_alive():
+                    # Lambda's answer when the runtime process dies mid-invocation
+                    # (Lambda Developer Guide, "Troubleshoot invocation issues":
+                    # Runtime.ExitError); Step Functions reports it as a task failure.
+                    headers["X-Amz-Function-Error"] = "Unhandled"
+                    request_id = f"{int(started * 1000):x}-handover-kill"
+                    return self._send(200, json.dumps({
+                        "errorType": "Runtime.ExitError",
+                        "errorMessage": f"RequestId: {request_id} Error: Runtime exited with error: signal: killed",
+                    }).encode(), headers)
+            if "error" in answer:
+                return self._json(502, {"Type": "Service", "message": f"lambda upstream: {answer['error']}"})
+            resp, data = answer["resp"], answer["data"]
             if resp.status >= 400:
                 # Real Lambda reports a function error as 200 + X-Amz-Function-Error.
                 headers["X-Amz-Function-Error"] = "Unhandled"
@@ -846,6 +908,8 @@ def main() -> int:
         json.dump(ready, f)
     os.replace(tmp, args.ready_file)
     server.serve_forever()
+    for child in RESPAWNED:
+        child.kill()
     moto.stop()
     return 0
 

@@ -99,7 +99,36 @@ impl Drop for Guard {
 }
 
 /// The drill's PostgreSQL, stopped when dropped.
-struct Postgres(PathBuf);
+pub struct Postgres(PathBuf);
+
+impl Postgres {
+    /// Start a private PostgreSQL under `dir` (scripts/postgres.sh): its
+    /// guard, port and the `handover` user's password.
+    pub fn start(dir: PathBuf) -> Result<(Postgres, u16, String)> {
+        let port = Command::new(workspace_root().join("scripts/postgres.sh"))
+            .arg("start")
+            .arg(&dir)
+            .output()
+            .context("scripts/postgres.sh")?;
+        let pg = Postgres(dir);
+        if !port.status.success() {
+            bail!(
+                "PostgreSQL did not start: {}",
+                String::from_utf8_lossy(&port.stderr)
+            );
+        }
+        let pg_port: u16 = String::from_utf8_lossy(&port.stdout).trim().parse()?;
+        let password = std::fs::read_to_string(pg.0.join("password"))?
+            .trim()
+            .to_owned();
+        Ok((pg, pg_port, password))
+    }
+
+    /// Its directory (TLS material under `tls/`).
+    pub fn dir(&self) -> &Path {
+        &self.0
+    }
+}
 
 impl Drop for Postgres {
     fn drop(&mut self) {
@@ -183,23 +212,7 @@ impl Drill {
         let root = workspace_root();
         say(started, format!("emulator up at {}", crate::endpoint()));
         // PostgreSQL: the database behind S's writer. It refuses writes until promotion.
-        let pg_dir = out.join("pg");
-        let port = Command::new(root.join("scripts/postgres.sh"))
-            .arg("start")
-            .arg(&pg_dir)
-            .output()
-            .context("scripts/postgres.sh")?;
-        let pg = Postgres(pg_dir);
-        if !port.status.success() {
-            bail!(
-                "PostgreSQL did not start: {}",
-                String::from_utf8_lossy(&port.stderr)
-            );
-        }
-        let pg_port: u16 = String::from_utf8_lossy(&port.stdout).trim().parse()?;
-        let pg_password = std::fs::read_to_string(pg.0.join("password"))?
-            .trim()
-            .to_owned();
+        let (pg, pg_port, pg_password) = Postgres::start(out.join("pg"))?;
         sql(pg_port, "CREATE DATABASE drill OWNER handover").await?;
         sql(
             pg_port,
@@ -235,6 +248,19 @@ impl Drill {
         plan.dns.read_url = Some(format!("{}/health", s_app.url));
         provision_dns(&aws, &mut plan, "p-alb.ap-northeast-2.elb.amazonaws.com").await;
         provision_databases(&aws, &plan).await;
+        // RDS takes its time, as in AWS (compressed; README, "The emulated world").
+        for id in [
+            &plan.regions.primary.db_instance_id,
+            &plan.regions.standby.db_instance_id,
+        ] {
+            crate::realistic_rds(
+                id,
+                crate::campaign::PROMOTE_MODIFYING_S,
+                crate::campaign::PROMOTE_REBOOTING_S,
+                crate::campaign::SG_PENDING_S,
+            )
+            .await;
+        }
         for site in [&mut plan.regions.primary, &mut plan.regions.standby] {
             site.target_group_arns = vec![provision_target_group(&aws, &site.region, 2).await];
         }
@@ -656,7 +682,7 @@ pub fn collect_buttons(v: &Value, out: &mut Vec<(String, String)>) {
 }
 
 /// Run one SQL statement as the superuser (trust auth on the drill's own server).
-async fn sql(port: u16, statement: &str) -> Result<()> {
+pub async fn sql(port: u16, statement: &str) -> Result<()> {
     let (client, conn) = tokio_postgres::connect(
         &format!("host=127.0.0.1 port={port} user=postgres dbname=postgres"),
         tokio_postgres::NoTls,

@@ -630,6 +630,84 @@ async fn path_a_transient_error_is_retried_and_the_run_succeeds() {
     );
 }
 
+/// The fence's process dies right after ModifyDBInstance returns (as an
+/// out-of-memory kill or a host failure does). Lambda answers the
+/// invocation with Runtime.ExitError, the state machine retries the step,
+/// and the retried fence reads the transition and the world: it records
+/// the groups from before (not the deny-all group it already set), confirms,
+/// and the run fails over with one modify and one promotion.
+#[tokio::test]
+async fn path_the_fence_process_killed_after_its_modify_is_retried_and_the_run_succeeds() {
+    let w = world().await;
+    clear_faults().await;
+    let run = start(&w, 5.0, |_| {}).await;
+    let p_db = run.plan.regions.primary.db_instance_id.clone();
+    let before = p_groups(&w, &run).await;
+    let id = unique("kill-fence");
+    handover_testkit::add_fault_rules(json!([
+        {"id": id, "mode": "kill", "caller": "fence", "service": "rds", "action": "ModifyDBInstance", "target": p_db, "count": 1},
+    ]))
+    .await;
+    approve(&w, &run).await;
+    let e = ended(&w, &run).await;
+    let killed = handover_testkit::fault_log()
+        .await
+        .into_iter()
+        .find(|f| f["rule"] == id.as_str())
+        .expect("the kill happened");
+    assert!(
+        !killed["killed"].as_array().is_some_and(|k| k.is_empty()),
+        "a fence process was killed: {killed}"
+    );
+    assert_eq!(
+        e.status,
+        "SUCCEEDED",
+        "{} {:?} {:?}\n{}",
+        path(&e),
+        e.error,
+        e.cause,
+        w.lambdas.output()
+    );
+    let h = w
+        .aws
+        .sfn(TEST_REGION)
+        .await
+        .get_execution_history()
+        .execution_arn(&run.arn)
+        .max_results(1000)
+        .send()
+        .await
+        .unwrap();
+    let exits = h
+        .events()
+        .iter()
+        .filter_map(|ev| {
+            ev.lambda_function_failed_event_details()
+                .and_then(|d| d.error())
+        })
+        .filter(|e| *e == "Runtime.ExitError")
+        .count();
+    assert_eq!(exits, 1, "one attempt died, the Retry ran it again");
+    assert_eq!(
+        handover_testkit::count_calls("ModifyDBInstance", &p_db).await,
+        1,
+        "the retry saw the deny-all group already set"
+    );
+    assert_eq!(
+        handover_testkit::count_calls(
+            "PromoteReadReplica",
+            &run.plan.regions.standby.db_instance_id
+        )
+        .await,
+        1
+    );
+    assert_eq!(
+        e.output["fence"]["previous_security_groups"],
+        json!(before),
+        "failback restores what P had, not the fence group"
+    );
+}
+
 /// Slack refuses the question: the operator topic gets it with the CLI
 /// fallback, the run keeps waiting, and an operator who follows the notice
 /// (read the token by key, send-task-success) fails it over.
