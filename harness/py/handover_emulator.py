@@ -72,7 +72,15 @@ REALISM_DEFAULTS = {
     # ModifyDBInstance security groups: new groups show `adding`, old ones
     # `removing`, for this long before the membership is `active`.
     "sg_pending_s": 0.0,
+    # RebootDBInstance: `rebooting` for this long, then `available`; the
+    # engine stops (every session ends) half-way. Never instant: RDS answers
+    # the call with the instance `rebooting`.
+    "reboot_s": 0.3,
 }
+# DB instance identifier -> the PostgreSQL server behind it ({"port": n}), for
+# instances whose database is real: a reboot restarts the engine, so every
+# session on that server ends (``POST /_handover/databases``).
+DATABASES: dict[str, dict] = {}
 # Scope ("*" or one DB instance identifier) -> the settings above, so tests
 # sharing the emulator can each make their own instances realistic.
 REALISM: dict[str, dict] = {"*": dict(REALISM_DEFAULTS)}
@@ -148,6 +156,61 @@ def patch_promote_read_replica() -> None:
     models.RDSBackend.promote_read_replica = promote_read_replica
 
 
+def end_sessions(database: dict) -> None:
+    """End every client session on a local PostgreSQL, as an engine restart does."""
+    import glob
+    import subprocess
+
+    psql = sorted(glob.glob("/usr/lib/postgresql/*/bin/psql"))[-1:] or ["psql"]
+    subprocess.run(psql + ["-h", "127.0.0.1", "-p", str(database["port"]), "-U", "postgres", "-d", "postgres",
+                           "-qAtc", "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                                    "WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"],
+                   check=True, capture_output=True, timeout=10)
+
+
+def patch_reboot_db_instance() -> None:
+    """Make RebootDBInstance reboot, as in RDS.
+
+    AWS (RDS API Reference, RebootDBInstance; RDS User Guide, "Rebooting a DB
+    instance"): the call returns with the instance `rebooting`, the database
+    engine restarts, which ends every connection, and the instance is
+    `available` again; an instance that is not `available` is refused with
+    InvalidDBInstanceState. moto 5.2.5 answers without changing anything. For
+    an instance with a real database behind it (``DATABASES``), this patch
+    ends its sessions before answering.
+    """
+    from moto.rds import models
+    from moto.rds.exceptions import DBInstanceNotFoundError, InvalidDBInstanceStateFault
+
+    def reboot_db_instance(self, db_instance_identifier):  # type: ignore[no-untyped-def]
+        database = self.databases.get(db_instance_identifier)
+        if database is None:
+            raise DBInstanceNotFoundError(db_instance_identifier)
+        with RDS_LOCK:
+            if database.status != "available":
+                raise InvalidDBInstanceStateFault(f"DB instance {db_instance_identifier} is not in available state.")
+            database.status = "rebooting"
+            real = DATABASES.get(db_instance_identifier)
+        seconds = max(realism(db_instance_identifier, "reboot_s"), 0.05)
+
+        def stop_engine() -> None:
+            if real:
+                end_sessions(real)
+
+        def back() -> None:
+            with RDS_LOCK:
+                if database.status == "rebooting":
+                    database.status = "available"
+
+        # The engine stops some time after RDS accepted the reboot: a client
+        # that trusts the answer alone still sees its sessions write.
+        threading.Timer(seconds / 2, stop_engine).start()
+        threading.Timer(seconds, back).start()
+        return database
+
+    models.RDSBackend.reboot_db_instance = reboot_db_instance
+
+
 def patch_security_group_membership() -> None:
     """Make a security-group change take time, as in RDS.
 
@@ -161,8 +224,13 @@ def patch_security_group_membership() -> None:
 
     original = models.RDSBackend.modify_db_instance
 
+    from moto.rds.exceptions import InvalidDBInstanceStateFault
+
     def modify_db_instance(self, db_instance_identifier, db_kwargs):  # type: ignore[no-untyped-def]
         database = self.databases.get(db_instance_identifier)
+        if database is not None and database.status == "rebooting":
+            # RDS refuses to modify an instance that is not available.
+            raise InvalidDBInstanceStateFault(f"DB instance {db_instance_identifier} is not in available state.")
         before = list(database.vpc_security_group_ids) if database is not None else None
         result = original(self, db_instance_identifier, db_kwargs)
         pending = realism(db_instance_identifier, "sg_pending_s")
@@ -360,6 +428,7 @@ class World:
             self.health.clear()
             REALISM.clear()
             REALISM["*"] = dict(REALISM_DEFAULTS)
+            DATABASES.clear()
             self.calls.clear()
             self.models.clear()
             self.converse.clear()
@@ -776,6 +845,15 @@ def make_handler(world: World):
             if path == "/_handover/rules" and method == "GET":
                 with world.lock:
                     return self._json(200, {"rules": list(world.rules), "log": list(world.fault_log)})
+            if path == "/_handover/databases" and method == "POST":
+                # {"<db id>": {"port": n}} or null to forget one.
+                with world.lock:
+                    for ident, real in doc.items():
+                        if real is None:
+                            DATABASES.pop(ident, None)
+                        else:
+                            DATABASES[ident] = {"port": int(real["port"])}
+                    return self._json(200, DATABASES)
             if path == "/_handover/realism" and method == "POST":
                 # {"*": {...}} for every instance, {"<db id>": {...}} for one;
                 # null removes a scope.
@@ -878,6 +956,7 @@ def main() -> int:
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     patch_promote_read_replica()
     patch_security_group_membership()
+    patch_reboot_db_instance()
     patch_send_task_failure_cause()
     from moto.server import ThreadedMotoServer
 

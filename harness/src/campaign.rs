@@ -74,7 +74,7 @@ pub enum Scenario {
     Timeout,
     /// P comes back while the approval waits; then someone approves.
     Recover,
-    /// The replica falls far behind while the approval waits; then someone approves.
+    /// Replication stops while the approval waits (ReplicaLag -1); then someone approves.
     ReplicaBreaks,
     /// A second execution on the same epoch races the first; both are approved.
     Race,
@@ -194,6 +194,12 @@ const SPOTS: &[Spot] = &[
         caller: "fence",
         service: "rds",
         action: "ModifyDBInstance",
+        modes: ALL,
+    },
+    Spot {
+        caller: "fence",
+        service: "rds",
+        action: "RebootDBInstance",
         modes: ALL,
     },
     Spot {
@@ -395,6 +401,8 @@ pub struct Outcome {
     pub promoted: bool,
     /// Error and cause of each execution that did not succeed.
     pub causes: Vec<String>,
+    /// Confirmed fences whose aftermath on P's database was checked.
+    pub fenced_writes_checked: usize,
 }
 
 /// The campaign's world.
@@ -413,6 +421,9 @@ pub struct Campaign {
     state_machine: String,
     records: Vec<(String, aws_sdk_route53::types::ResourceRecordSet)>,
     lag: Arc<AtomicU64>,
+    pdb: crate::pdb::PDatabase,
+    /// When a run last published ReplicaLag -1 (replication stopped).
+    broken_at: Option<Instant>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     seen_executions: std::collections::BTreeSet<String>,
 }
@@ -425,6 +436,8 @@ pub const PROMOTE_MODIFYING_S: f64 = 1.0;
 pub const PROMOTE_REBOOTING_S: f64 = 1.0;
 /// See [`PROMOTE_MODIFYING_S`].
 pub const SG_PENDING_S: f64 = 0.5;
+/// See [`PROMOTE_MODIFYING_S`]: a reboot's `rebooting`, the engine stopping half-way.
+pub const REBOOT_S: f64 = 1.0;
 
 impl Campaign {
     /// Start the world: emulator, PostgreSQL behind S, apps, Slack stand-in,
@@ -462,6 +475,7 @@ impl Campaign {
             &plan.regions.standby.db_instance_id,
         ] {
             crate::realistic_rds(id, PROMOTE_MODIFYING_S, PROMOTE_REBOOTING_S, SG_PENDING_S).await;
+            crate::realistic_reboot(id, REBOOT_S).await;
         }
         let secrets = aws.secrets(REGION).await;
         let secret = |name: &'static str, value: String| {
@@ -521,6 +535,15 @@ impl Campaign {
             .await?
             .state_machine_arn;
         let records = snapshot_records(&aws, &plan).await?;
+        // P's database is real, with P's app writing through an open session.
+        let mut pdb = crate::pdb::PDatabase::start(
+            out.join("pg-p"),
+            &aws,
+            &plan.regions.primary.region,
+            &plan.regions.primary.db_instance_id,
+        )
+        .await?;
+        pdb.start_writer();
         let plan_parameter = crate::world::put_plan_parameter(&aws, REGION, &plan).await;
         let operator_topic = crate::operator_topic(&aws, REGION).await;
         let mut env = crate::world::stack_environment(
@@ -549,6 +572,8 @@ impl Campaign {
             state_machine,
             records,
             lag,
+            pdb,
+            broken_at: None,
             tasks: Vec::new(),
             seen_executions: Default::default(),
         };
@@ -689,15 +714,13 @@ impl Campaign {
             json!({ &p.health_check_id: 1.0, &s.health_check_id: 1.0 }),
         )
         .await;
-        // Handover reads the latest one-minute Maximum of ReplicaLag: a high
-        // sample from the last run holds until its minute is over.
-        let last = f64::from_bits(self.lag.load(Ordering::SeqCst));
-        if last > self.plan.targets.rpo_s as f64 {
-            let now = Utc::now();
-            let into_minute = now.timestamp_millis().rem_euclid(60_000);
-            tokio::time::sleep(Duration::from_millis((60_000 - into_minute) as u64 + 200)).await;
-        }
         self.set_lag(4.0).await;
+        // Replication repaired: Handover reads the newest minute's Minimum,
+        // where a -1 stays until that minute has passed.
+        // The -1 samples went on until the line above.
+        if self.broken_at.take().is_some() {
+            tokio::time::sleep(Duration::from_secs(62)).await;
+        }
         // The cooldown the last run's audit set.
         if let Some(until) = self
             .store
@@ -799,6 +822,11 @@ impl Campaign {
             rules.push(json!({"id": format!("{:016x}/p-region", draw.seed), "mode": "timeout", "seconds": 2.0,
                               "service": "rds", "region": p.region}));
         }
+        // A kill strikes only this world's functions: those whose
+        // environment names this emulator.
+        for rule in &mut rules {
+            rule["environ"] = json!(crate::endpoint());
+        }
         crate::add_fault_rules(Value::Array(rules)).await;
 
         // BREAK P: its app answers 503 and Route 53's checkers lose it.
@@ -840,7 +868,9 @@ impl Campaign {
         let act = self.act(draw, &incidents);
         let wait = self.wait_ended(&executions);
         let (acted, ended) = tokio::join!(act, wait);
-        acted?;
+        if acted? {
+            self.broken_at = Some(Instant::now());
+        }
         let ended = ended?;
         for (arn, status) in &ended {
             out.statuses.push(status.clone());
@@ -849,7 +879,7 @@ impl Campaign {
                     .push(format!("{arn} still RUNNING long after its deadline"));
             }
         }
-        let mut tokens = Vec::new();
+        let (mut tokens, mut fences) = (Vec::new(), Vec::new());
         for (arn, status) in &ended {
             if status == "RUNNING" {
                 continue;
@@ -873,7 +903,9 @@ impl Campaign {
                         .collect::<String>()
                 ));
             }
-            tokens.extend(self.task_tokens(arn).await?);
+            let (t, fenced) = self.history_facts(arn).await?;
+            tokens.extend(t);
+            fences.extend(fenced);
             if let Err(e) = self.audit(arn).await {
                 out.violations.push(format!(
                     "audit of {arn} failed on every delivery EventBridge makes: {e:#}"
@@ -881,7 +913,14 @@ impl Campaign {
             }
         }
         crate::control("rules", json!({ "clear": true })).await;
-        for f in crate::fault_log().await.iter().skip(faults_mark) {
+        // Faults on Handover's own calls (the harness's reads of the world,
+        // which the p-region rule also slows, are not counted).
+        for f in crate::fault_log()
+            .await
+            .iter()
+            .skip(faults_mark)
+            .filter(|f| f["caller"].as_str().is_some_and(|c| !c.is_empty()))
+        {
             out.faults.push(format!(
                 "{}:{}:{}{}",
                 f["caller"].as_str().unwrap_or("?"),
@@ -892,8 +931,14 @@ impl Campaign {
                     .unwrap_or_default()
             ));
         }
-        self.check(draw, &incidents, calls_mark, log_mark, &tokens, &mut out)
-            .await?;
+        let seen = Seen {
+            incidents,
+            calls_mark,
+            log_mark,
+            tokens,
+            fences,
+        };
+        self.check(draw, &seen, &mut out).await?;
         Ok(out)
     }
 
@@ -957,9 +1002,10 @@ impl Campaign {
     }
 
     /// Act out the scenario on every execution's approval.
-    async fn act(&self, draw: &Draw, incidents: &[String]) -> Result<()> {
+    async fn act(&self, draw: &Draw, incidents: &[String]) -> Result<bool> {
+        let mut broke = false;
         if draw.scenario == Scenario::Timeout {
-            return Ok(());
+            return Ok(broke);
         }
         for incident in incidents {
             let Some(buttons) = self.buttons(incident).await else {
@@ -973,7 +1019,9 @@ impl Campaign {
                     tokio::time::sleep(Duration::from_millis(500)).await;
                 }
                 Scenario::ReplicaBreaks => {
-                    self.set_lag(900.0).await;
+                    // RDS publishes ReplicaLag -1 when replication stops.
+                    self.set_lag(-1.0).await;
+                    broke = true;
                     tokio::time::sleep(Duration::from_millis(500)).await;
                 }
                 _ => {}
@@ -1001,7 +1049,7 @@ impl Campaign {
                 self.click("U0ONCALL01", action, key).await;
             }
         }
-        Ok(())
+        Ok(broke)
     }
 
     /// Wait for every execution to end; (ARN, status) with RUNNING for one that did not.
@@ -1032,8 +1080,9 @@ impl Campaign {
         Ok(out)
     }
 
-    /// Task tokens an execution handed out (the approval's), to scan the logs for.
-    async fn task_tokens(&self, arn: &str) -> Result<Vec<String>> {
+    /// From an execution's history: the task tokens it handed out (the
+    /// approval's, to scan the logs for) and when its fence was confirmed.
+    async fn history_facts(&self, arn: &str) -> Result<(Vec<String>, Vec<chrono::DateTime<Utc>>)> {
         let h = self
             .aws
             .sfn(REGION)
@@ -1043,12 +1092,23 @@ impl Campaign {
             .max_results(1000)
             .send()
             .await?;
-        Ok(h.events()
+        let tokens = h
+            .events()
             .iter()
             .filter_map(|e| e.task_scheduled_event_details())
             .filter_map(|d| serde_json::from_str::<Value>(d.parameters()).ok())
             .filter_map(|v| v["Payload"]["token"].as_str().map(str::to_owned))
-            .collect())
+            .collect();
+        let fences = h
+            .events()
+            .iter()
+            .filter_map(|e| e.lambda_function_succeeded_event_details())
+            .filter_map(|d| d.output())
+            .filter_map(|o| serde_json::from_str::<Value>(o).ok())
+            .filter(|v| v["outcome"] == "confirmed" && v.get("fence_security_group").is_some())
+            .filter_map(|v| serde_json::from_value(v["fenced_at"].clone()).ok())
+            .collect();
+        Ok((tokens, fences))
     }
 
     /// Deliver the terminal status to audit as EventBridge does: an
@@ -1092,29 +1152,31 @@ impl Campaign {
     }
 
     /// The invariants, after the run and its audits.
-    async fn check(
-        &self,
-        draw: &Draw,
-        incidents: &[String],
-        calls_mark: usize,
-        log_mark: usize,
-        tokens: &[String],
-        out: &mut Outcome,
-    ) -> Result<()> {
+    async fn check(&self, draw: &Draw, seen: &Seen, out: &mut Outcome) -> Result<()> {
+        let Seen {
+            incidents,
+            calls_mark,
+            log_mark,
+            tokens,
+            fences,
+        } = seen;
+        let (calls_mark, log_mark) = (*calls_mark, *log_mark);
         let (p, s) = (&self.plan.regions.primary, &self.plan.regions.standby);
         let calls = crate::call_log().await;
         let promotions = calls
             .iter()
             .skip(calls_mark)
+            // Every call that reached RDS, whatever it answered: RDS refuses
+            // a second one here, but Handover must never make it.
             .filter(|c| {
                 c["action"] == "PromoteReadReplica"
                     && c["target"] == s.db_instance_id.as_str()
-                    && c["status"] == 200
+                    && c.get("status").is_some()
             })
             .count();
         if promotions > 1 {
             out.violations.push(format!(
-                "{promotions} PromoteReadReplica calls accepted for one epoch"
+                "{promotions} PromoteReadReplica calls reached RDS for one epoch"
             ));
         }
         // S may still be rebooting from a promotion the run called.
@@ -1132,10 +1194,68 @@ impl Campaign {
             .as_ref()
             .is_some_and(|d| d.replication_source.is_none());
         out.promoted = promoted;
-        let p_groups = crate::world::p_security_groups(&self.aws, &self.plan).await;
+        // No write reached P between a confirmed fence and its undoing (audit's
+        // compensation restoring P's groups), or now.
+        let unfenced = calls
+            .iter()
+            .skip(calls_mark)
+            .filter(|c| {
+                c["caller"] == "audit"
+                    && c["action"] == "ModifyDBInstance"
+                    && c["target"] == p.db_instance_id.as_str()
+                    && c["status"] == 200
+            })
+            .filter_map(|c| c["t"].as_f64())
+            .filter_map(|t| chrono::DateTime::<Utc>::from_timestamp_millis((t * 1000.0) as i64))
+            .next()
+            .filter(|_| !promoted)
+            .unwrap_or_else(Utc::now);
+        for fenced_at in fences {
+            let n = self.pdb.writes_between(*fenced_at, unfenced).await?;
+            if n > 0 {
+                out.violations.push(format!(
+                    "P accepted {n} writes after its fence was confirmed at {fenced_at}"
+                ));
+            }
+            // The control: P's app was writing up to the fence, so the check
+            // above could have seen a write.
+            let before = self
+                .pdb
+                .writes_between(*fenced_at - chrono::Duration::seconds(5), *fenced_at)
+                .await?;
+            if before == 0 {
+                out.violations.push(format!(
+                    "P's app wrote nothing in the 5 s before the fence at {fenced_at}: the check above proves nothing"
+                ));
+            }
+        }
+        out.fenced_writes_checked += fences.len();
+        // P's groups once RDS has applied the last change (audit may have
+        // just restored them).
+        let p_rds = Rds::new(&self.aws, &p.region).await;
+        let mut p_groups = Vec::new();
+        for _ in 0..50 {
+            match p_rds
+                .describe(&p.db_instance_id, Duration::from_secs(5))
+                .await?
+            {
+                Some(d) if d.unsettled_security_groups.is_empty() => {
+                    p_groups = d.security_groups;
+                    break;
+                }
+                Some(d) => p_groups = d.security_groups,
+                None => break,
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
         if p_groups.contains(&p.fence_security_group_id) && !promoted {
             out.violations.push(format!(
                 "P left fenced ({p_groups:?}) and S not promoted: no writer at all"
+            ));
+        }
+        if promoted && !p_groups.contains(&p.fence_security_group_id) {
+            out.violations.push(format!(
+                "S was promoted and P is not fenced ({p_groups:?}): two writers"
             ));
         }
         if !promoted && p_groups != [P_APP_GROUP] {
@@ -1218,6 +1338,17 @@ impl Drop for Campaign {
     }
 }
 
+/// What a run left to check: its incidents, where the call log and the
+/// functions' log stood when it began, the task tokens it handed out and
+/// when its fences were confirmed.
+struct Seen {
+    incidents: Vec<String>,
+    calls_mark: usize,
+    log_mark: usize,
+    tokens: Vec<String>,
+    fences: Vec<chrono::DateTime<Utc>>,
+}
+
 /// The records of both zones as provisioned, to put traffic back on P.
 async fn snapshot_records(
     aws: &Aws,
@@ -1266,6 +1397,7 @@ pub async fn campaign(
         }
     };
     let (mut r, mut f, mut violations) = (0usize, 0usize, Vec::<String>::new());
+    let mut fence_checks = 0usize;
     let mut queue: std::collections::VecDeque<(Draw, bool)> =
         seeds.iter().map(|&s| (Draw::of(s), false)).collect();
     while let Some((draw, follow_up)) = queue.pop_front() {
@@ -1293,6 +1425,7 @@ pub async fn campaign(
                 if outcome.promoted { ", S promoted" } else { "" }
             ),
         );
+        fence_checks += outcome.fenced_writes_checked;
         for v in &outcome.violations {
             let line = format!(
                 "VIOLATION seed {:016x} ({}{}): {v}\n  replay: HANDOVER_CAMPAIGN_REPLAY={:016x} make campaign",
@@ -1313,6 +1446,13 @@ pub async fn campaign(
         out.join("calls.json"),
         serde_json::to_string(&crate::call_log().await)?,
     )?;
+    say(
+        started,
+        format!(
+            "{fence_checks} confirmed fences checked against P's database: {} writes committed by P's app in all",
+            world.pdb.writes().await?
+        ),
+    );
     println!(
         "fault campaign: {r} runs, {f} faults injected, {} invariant violations",
         violations.len()

@@ -155,6 +155,7 @@ pub struct Drill {
     plan: Plan,
     store: Store,
     state_machine: String,
+    pdb: crate::pdb::PDatabase,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -260,6 +261,7 @@ impl Drill {
                 crate::campaign::SG_PENDING_S,
             )
             .await;
+            crate::realistic_reboot(id, crate::campaign::REBOOT_S).await;
         }
         for site in [&mut plan.regions.primary, &mut plan.regions.standby] {
             site.target_group_arns = vec![provision_target_group(&aws, &site.region, 2).await];
@@ -363,6 +365,23 @@ impl Drill {
             env.push(("RUST_LOG", level));
         }
         let lambdas = Lambdas::start(&env).await;
+        // P's database is real, and P's app writes to it through one pooled
+        // connection that stays open (a security group does not cut it).
+        let mut pdb = crate::pdb::PDatabase::start(
+            out.join("pg-p"),
+            &aws,
+            &plan.regions.primary.region,
+            &plan.regions.primary.db_instance_id,
+        )
+        .await?;
+        pdb.start_writer();
+        say(
+            started,
+            format!(
+                "P's database: its own PostgreSQL on 127.0.0.1:{}, P's app writing an order every 100 ms through one open connection",
+                pdb.server_port
+            ),
+        );
         let mut drill = Drill {
             out: out.to_owned(),
             started,
@@ -378,6 +397,7 @@ impl Drill {
             plan,
             store,
             state_machine,
+            pdb,
             tasks: Vec::new(),
         };
         drill.background();
@@ -482,13 +502,12 @@ impl Drill {
         );
         tokio::time::sleep(Duration::from_millis(1100)).await;
 
-        self.say("BREAK P: its app stops answering, its load balancer loses every target, and its RDS API times out");
+        self.say("BREAK P: its app stops answering and its load balancer loses every target; its database stays up, with P's app still writing through an open connection (the partial outage a fence exists for)");
         self.p_app.set_status(HANG);
         let p = &self.plan.regions.primary;
         for tg in &p.target_group_arns {
             deregister_all_targets(&self.aws, &p.region, tg).await;
         }
-        crate::control("faults", json!({ format!("rds:{}", self.plan.regions.primary.region): {"mode": "timeout", "seconds": 3} })).await;
         tokio::time::sleep(Duration::from_millis(1200)).await;
 
         let mut execution = None;
@@ -911,6 +930,21 @@ impl Drill {
                     "the write canary did not verify TLS against S's endpoint {s_endpoint}"
                 );
                 self.say(format!("checked: S is primary (epoch {}), DNS answers {}, the canary's TLS named {s_endpoint}, P's DB groups {:?}, lock released", rec.epoch, self.plan.dns.standby_target, p_groups));
+                // P's own database: its app's open session wrote until the
+                // fence ended it, and nothing after.
+                let fenced_at = fence_confirmed_at(&history).ok_or_else(|| {
+                    anyhow!("the history shows no confirmed fence (P's database is alive: the fence must be confirmed)")
+                })?;
+                let before = self.pdb.writes().await?;
+                let after = self.pdb.writes_after(fenced_at).await?;
+                anyhow::ensure!(
+                    after == 0,
+                    "P accepted {after} writes after its fence was confirmed at {fenced_at}"
+                );
+                anyhow::ensure!(before > 0, "P's app never wrote: the check proves nothing");
+                self.say(format!(
+                    "checked: P's database took {before} writes from P's app, none after the fence confirmed at {fenced_at} (its open session ended by the reboot; the redial refused by the deny-all group)"
+                ));
             }
             _ => {
                 anyhow::ensure!(
@@ -977,6 +1011,22 @@ impl Drop for Drill {
         }
         say(self.started, "stopping everything the drill started");
     }
+}
+
+/// When the fence of a saved history (`history.json`: GetExecutionHistory
+/// pages) was confirmed: the fence task's result, `outcome: confirmed`.
+fn fence_confirmed_at(history: &str) -> Option<chrono::DateTime<Utc>> {
+    let pages: Vec<Value> = serde_json::from_str(history).ok()?;
+    pages
+        .iter()
+        .flat_map(|p| p["events"].as_array().cloned().unwrap_or_default())
+        .filter_map(|e| {
+            e["lambdaFunctionSucceededEventDetails"]["output"]
+                .as_str()
+                .and_then(|o| serde_json::from_str::<Value>(o).ok())
+        })
+        .find(|v| v["outcome"] == "confirmed" && v.get("fence_security_group").is_some())
+        .and_then(|v| serde_json::from_value(v["fenced_at"].clone()).ok())
 }
 
 fn fmt_secs(s: f64) -> String {

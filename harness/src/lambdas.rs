@@ -219,7 +219,13 @@ pub async fn slack_click(
         ],
         &body,
     );
-    let answer = invoke("slack", &event).await.expect("invoke slack");
+    let answer = match invoke("slack", &event).await {
+        Ok(a) => a,
+        // API Gateway's answer when the integration fails (HTTP API
+        // developer guide, "Troubleshooting issues with HTTP API Lambda
+        // integrations"): Slack shows the click as failed.
+        Err(_) => return (500, r#"{"message":"Internal Server Error"}"#.to_owned()),
+    };
     let status = answer["statusCode"]
         .as_u64()
         .expect("an HTTP API answer has statusCode") as u16;

@@ -15,6 +15,7 @@ pub mod drill;
 pub mod fixtures;
 pub mod lambdas;
 pub mod logs;
+pub mod pdb;
 pub mod triggers;
 pub mod world;
 
@@ -177,6 +178,16 @@ pub async fn realistic_rds(scope: &str, modifying_s: f64, rebooting_s: f64, sg_p
             "promote_rebooting_s": rebooting_s,
             "sg_pending_s": sg_pending_s,
         }}),
+    )
+    .await;
+}
+
+/// Make a RebootDBInstance of `scope` take `seconds` (`rebooting`, with
+/// the engine stopping half-way), as RDS's does.
+pub async fn realistic_reboot(scope: &str, seconds: f64) {
+    control(
+        "realism",
+        serde_json::json!({ scope: { "reboot_s": seconds } }),
     )
     .await;
 }

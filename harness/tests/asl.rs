@@ -77,13 +77,21 @@ fn every_task_resource_is_a_substitution_or_the_callback_integration() {
 #[test]
 fn error_names_are_the_stable_ones() {
     let ours: Vec<&str> = ErrorName::ALL.iter().map(|n| n.as_str()).collect();
+    // What Lambda itself reports when the runtime process dies (an
+    // out-of-memory kill) or the function times out (Lambda Developer Guide,
+    // "Troubleshoot invocation issues"); Step Functions may name either
+    // Lambda.Unknown.
+    let runtime = ["Runtime.ExitError", "Sandbox.Timedout"];
     for (name, s) in states() {
         for key in ["Retry", "Catch"] {
             for r in s[key].as_array().into_iter().flatten() {
                 for e in r["ErrorEquals"].as_array().unwrap() {
                     let e = e.as_str().unwrap();
                     assert!(
-                        ours.contains(&e) || e.starts_with("States.") || e.starts_with("Lambda."),
+                        ours.contains(&e)
+                            || runtime.contains(&e)
+                            || e.starts_with("States.")
+                            || e.starts_with("Lambda."),
                         "{name}: {key} matches unknown error {e}"
                     );
                 }
@@ -160,4 +168,26 @@ fn no_array_index_in_any_json_path() {
 fn the_state_machine_times_out_where_the_plan_says_a_run_is_too_long() {
     let asl: Value = serde_json::from_str(include_str!("../../statemachine.asl.json")).unwrap();
     assert_eq!(asl["TimeoutSeconds"], handover::plan::MAX_RUN_S);
+}
+
+/// A step whose process dies (out of memory, host failure) or times out is
+/// run again: every step is written to read the world first, and a run that
+/// fails on a crash would leave the fence or the promotion half-seen.
+#[test]
+fn every_task_retries_a_dead_or_timed_out_function() {
+    for (name, s) in states() {
+        if s["Type"] != "Task" {
+            continue;
+        }
+        let retried: Vec<&str> = s["Retry"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|r| r["ErrorEquals"].as_array().unwrap())
+            .filter_map(|e| e.as_str())
+            .collect();
+        for e in ["Lambda.Unknown", "Runtime.ExitError", "Sandbox.Timedout"] {
+            assert!(retried.contains(&e), "{name} does not retry {e}");
+        }
+    }
 }

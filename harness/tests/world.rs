@@ -297,3 +297,92 @@ async fn throttling_and_5xx_answer_with_each_services_real_error() {
         "{log:?}"
     );
 }
+
+/// VPC User Guide, "Security group connection tracking": a security-group
+/// change refuses new connections but does not cut one already open, so P's
+/// app keeps writing through its pooled connection after the deny-all group
+/// is active. RDS User Guide, "Rebooting a DB instance": the engine restarts
+/// and every session ends; the pool's redial is then refused.
+#[tokio::test]
+async fn a_security_group_fence_leaves_open_sessions_writing_until_a_reboot_ends_them() {
+    let aws = aws();
+    let plan = unique_plan();
+    let p = &plan.regions.primary;
+    provision_databases(&aws, &plan).await;
+    realistic_rds(&p.db_instance_id, 0.0, 0.0, 0.5).await;
+    let dir = std::env::temp_dir().join(unique("p-db"));
+    let mut pdb = handover_testkit::pdb::PDatabase::start(dir, &aws, &p.region, &p.db_instance_id)
+        .await
+        .expect("P's database");
+    pdb.start_writer();
+    let committed = || pdb.committed.load(std::sync::atomic::Ordering::SeqCst);
+    wait_for("P's app writing", || committed() >= 3).await;
+    let rds = aws.rds(&p.region).await;
+    rds.modify_db_instance()
+        .db_instance_identifier(&p.db_instance_id)
+        .vpc_security_group_ids(&p.fence_security_group_id)
+        .apply_immediately(true)
+        .send()
+        .await
+        .expect("modify");
+    wait_for("the gate closing", || !pdb.admits()).await;
+    // The open session keeps writing after the deny-all group is active.
+    let at_fence = committed();
+    wait_for("writes through the open session", || {
+        committed() >= at_fence + 3
+    })
+    .await;
+    handover_testkit::realistic_reboot(&p.db_instance_id, 1.0).await;
+    let answered = rds
+        .reboot_db_instance()
+        .db_instance_identifier(&p.db_instance_id)
+        .send()
+        .await
+        .expect("reboot");
+    let accepted = chrono::Utc::now();
+    assert_eq!(
+        answered.db_instance().and_then(|d| d.db_instance_status()),
+        Some("rebooting")
+    );
+    let available = loop {
+        let d = handover::adapters::rds::DbInspector::describe(
+            &Rds::new(&aws, &p.region).await,
+            &p.db_instance_id,
+            BUDGET,
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        if d.status == "available" {
+            break chrono::Utc::now();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    // The engine stops some time after RDS accepts: the answer alone is not
+    // the end of the sessions; P back `available` is.
+    assert!(
+        pdb.writes_between(accepted, available).await.unwrap() > 0,
+        "writes went on between the accepted reboot and the engine stopping"
+    );
+    assert_eq!(
+        pdb.writes_after(available).await.unwrap(),
+        0,
+        "no write reached P once it was available again"
+    );
+    assert!(
+        pdb.failed.load(std::sync::atomic::Ordering::SeqCst) > 0,
+        "the session was cut"
+    );
+    assert!(pdb.writes().await.unwrap() >= at_fence as i64 + 3);
+}
+
+async fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
+    for _ in 0..100 {
+        if ok() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{what} did not happen within 10 s");
+}

@@ -398,14 +398,19 @@ pub struct FencePolicy {
     /// (a new group shows `adding`, the old ones `removing`, meanwhile).
     #[serde(default = "default_fence_confirm_s")]
     pub confirm_s: u64,
+    /// End P's open sessions once the deny-all group is active, by
+    /// rebooting P (rds:RebootDBInstance): a security group refuses new
+    /// connections only, and a pool's open connections would keep writing.
+    #[serde(default = "default_true")]
+    pub end_sessions: bool,
 }
 
-/// Longest fence confirmation wait: the fence's Lambda timeout is 60 s and
-/// its describe and modify calls need their own budget.
-pub const MAX_FENCE_CONFIRM_S: u64 = 40;
+/// Longest fence confirmation wait (the group change and P's reboot): the
+/// fence's Lambda timeout is 300 s and its calls need their own budget.
+pub const MAX_FENCE_CONFIRM_S: u64 = 240;
 
 fn default_fence_confirm_s() -> u64 {
-    30
+    180
 }
 
 impl Default for FencePolicy {
@@ -414,6 +419,7 @@ impl Default for FencePolicy {
             on_unconfirmed: OnUnconfirmed::default(),
             timeout_ms: default_call_budget(),
             confirm_s: default_fence_confirm_s(),
+            end_sessions: true,
         }
     }
 }
@@ -825,12 +831,13 @@ impl Plan {
         // The lock must outlive the run it guards, or a second execution can
         // start beside a live one; the state machine's own TimeoutSeconds
         // must outlive it too, or a healthy run is cut off.
-        let worst = t.worst_case_run_s();
+        // The fence may wait confirm_s for RDS on top of the timings' waits.
+        let worst = t.worst_case_run_s() + self.fence.confirm_s;
         if t.lock_lease_s < worst {
             return bad(
                 "timings.lock_lease_s",
                 &format!(
-                    "must be at least the longest run, {worst} s (approval_timeout_s + promotion_poll_s x promotion_max_polls + verify_deadline_s + {RUN_MARGIN_S} s for the tasks)"
+                    "must be at least the longest run, {worst} s (approval_timeout_s + promotion_poll_s x promotion_max_polls + verify_deadline_s + fence.confirm_s + {RUN_MARGIN_S} s for the tasks)"
                 ),
             );
         }
@@ -864,14 +871,17 @@ impl Plan {
         if self.fence.confirm_s == 0 || self.fence.confirm_s > MAX_FENCE_CONFIRM_S {
             return bad(
                 "fence.confirm_s",
-                &format!("must be 1 to {MAX_FENCE_CONFIRM_S} (the fence's Lambda timeout is 60 s)"),
+                &format!(
+                    "must be 1 to {MAX_FENCE_CONFIRM_S} (the fence's Lambda timeout is 300 s)"
+                ),
             );
         }
-        // Three bounded calls (describe, modify, a last describe) and the wait.
-        if self.fence.confirm_s * 1000 + 3 * self.fence.timeout_ms > 55_000 {
+        // The wait, plus the calls that may each take a whole budget past it
+        // (describe, modify, the last describe and reboot, the store writes).
+        if self.fence.confirm_s * 1000 + 8 * self.fence.timeout_ms > 290_000 {
             return bad(
                 "fence",
-                "confirm_s plus three calls of timeout_ms must fit in 55 s (the fence's Lambda timeout is 60 s)",
+                "confirm_s plus eight calls of timeout_ms must fit in 290 s (the fence's Lambda timeout is 300 s)",
             );
         }
         if let Some(x) = &self.explain {

@@ -449,6 +449,37 @@ async fn compensation_after_the_promotion_call_follows_what_rds_shows() {
     assert_eq!(out, Compensation::Nothing);
 }
 
+/// A promotion claimed and never recorded as called (its answer lost, the
+/// retries spent) that did reach RDS: compensation must not unfence P while
+/// S is promoting, or there are two writers. It follows S instead.
+#[tokio::test]
+async fn compensation_of_a_claimed_promotion_that_reached_rds_leaves_p_fenced() {
+    use handover::failover::compensate::{Compensation, compensate};
+    let r = run(5.0).await;
+    handover_testkit::realistic_rds(&r.plan.regions.standby.db_instance_id, 0.5, 0.5, 0.0).await;
+    let _ = r.claimed("exec-lost").await;
+    r.promote_s_in_moto().await; // the lost call landed
+    let (p, s) = (r.p_rds().await, r.s_rds().await);
+    let out = compensate(&r.plan, &r.store, "exec-lost", &p, &s, Utc::now()).await;
+    assert!(
+        matches!(&out, Compensation::Unresolved { detail } if detail.contains("may still complete")),
+        "S is still promoting: {out:?}"
+    );
+    let fence = r.plan.regions.primary.fence_security_group_id.clone();
+    assert_eq!(
+        handover_testkit::world::p_security_groups(&r.aws, &r.plan).await,
+        vec![fence.clone()],
+        "P stays fenced"
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(1300)).await;
+    let out = compensate(&r.plan, &r.store, "exec-lost", &p, &s, Utc::now()).await;
+    assert_eq!(out, Compensation::Completed { epoch: 2 });
+    assert_eq!(
+        handover_testkit::world::p_security_groups(&r.aws, &r.plan).await,
+        vec![fence]
+    );
+}
+
 /// A promoter whose answers are scripted, for the retry sequence moto
 /// cannot produce: a describe that lags behind an accepted call.
 struct Scripted {
@@ -551,6 +582,9 @@ async fn fence_is_confirmed_only_when_the_deny_all_group_alone_is_active() {
         .filter(|c| c["action"] == "DescribeDBInstances" && c["target"] == p_id.as_str())
         .count();
     assert!(describes >= 3, "{describes} describes: {}", f.detail);
+    // Then the open sessions end: one reboot, after the group is active.
+    assert_eq!(count_calls("RebootDBInstance", &p_id).await, 1);
+    assert!(f.detail.contains("open sessions ended"), "{}", f.detail);
 
     let mut slow = unique_plan();
     slow.fence.confirm_s = 1;
@@ -565,4 +599,31 @@ async fn fence_is_confirmed_only_when_the_deny_all_group_alone_is_active() {
     assert!(!f.may_proceed);
     assert!(f.detail.contains("still applying"), "{}", f.detail);
     assert!(f.detail.contains(":removing"), "{}", f.detail);
+}
+
+/// RDS publishes ReplicaLag -1 when replication stops. A minute's Maximum
+/// hides it behind the samples from before it stopped (found by the fault
+/// campaign: the re-check let a stopped replica through to the fence); the
+/// lag read sees the minute's Minimum too.
+#[tokio::test]
+async fn replication_stopping_shows_as_lag_minus_one_even_within_the_minute() {
+    use handover::adapters::cloudwatch::{CloudWatch, ReplicaLag};
+    let r = run(4.0).await;
+    let s = &r.plan.regions.standby;
+    let cw = CloudWatch::new(&r.aws, &s.region).await;
+    let read = || async {
+        cw.latest_lag(
+            &s.db_instance_id,
+            Utc::now(),
+            chrono::Duration::minutes(5),
+            std::time::Duration::from_secs(5),
+        )
+        .await
+        .unwrap()
+        .expect("a sample")
+        .seconds
+    };
+    assert_eq!(read().await, 4.0);
+    put_replica_lag(&r.aws, &s.region, &s.db_instance_id, -1.0, Utc::now()).await;
+    assert_eq!(read().await, -1.0);
 }

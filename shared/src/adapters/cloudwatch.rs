@@ -111,21 +111,27 @@ impl ReplicaLag for CloudWatch {
                         .build(),
                 )
                 .build();
-            let query = MetricDataQuery::builder()
-                .id("lag")
-                .metric_stat(
-                    MetricStat::builder()
-                        .metric(metric)
-                        .period(60)
-                        .stat("Maximum")
-                        .build(),
-                )
-                .return_data(true)
-                .build();
+            // The worst lag of each minute, and its lowest: RDS publishes -1
+            // when replication has stopped, which a minute's Maximum hides
+            // behind the samples taken before it stopped.
+            let query = |id: &str, stat: &str| {
+                MetricDataQuery::builder()
+                    .id(id)
+                    .metric_stat(
+                        MetricStat::builder()
+                            .metric(metric.clone())
+                            .period(60)
+                            .stat(stat)
+                            .build(),
+                    )
+                    .return_data(true)
+                    .build()
+            };
             let out = self
                 .client
                 .get_metric_data()
-                .metric_data_queries(query)
+                .metric_data_queries(query("lag", "Maximum"))
+                .metric_data_queries(query("stopped", "Minimum"))
                 .start_time(AwsTime::from_millis((now - window).timestamp_millis()))
                 .end_time(AwsTime::from_millis(
                     (now + chrono::Duration::minutes(1)).timestamp_millis(),
@@ -134,18 +140,31 @@ impl ReplicaLag for CloudWatch {
                 .send()
                 .await
                 .map_err(|e| call_error("cloudwatch", "GetMetricData", &self.region, e))?;
-            let Some(result) = out.metric_data_results().first() else {
-                return Ok(None);
+            let newest = |id: &str| {
+                out.metric_data_results()
+                    .iter()
+                    .find(|r| r.id() == Some(id))
+                    .and_then(|r| {
+                        r.timestamps()
+                            .iter()
+                            .zip(r.values())
+                            .filter_map(|(t, v)| {
+                                DateTime::<Utc>::from_timestamp_millis(t.to_millis().ok()?)
+                                    .map(|at| (at, *v))
+                            })
+                            .max_by_key(|(at, _)| *at)
+                    })
             };
-            let newest = result
-                .timestamps()
-                .iter()
-                .zip(result.values())
-                .filter_map(|(t, v)| {
-                    DateTime::<Utc>::from_timestamp_millis(t.to_millis().ok()?).map(|at| (at, *v))
-                })
-                .max_by_key(|(at, _)| *at);
-            Ok(newest.map(|(at, seconds)| LagSample { seconds, at }))
+            Ok(match (newest("lag"), newest("stopped")) {
+                (Some((at, _)), Some((stopped_at, min))) if min < 0.0 && stopped_at >= at => {
+                    Some(LagSample {
+                        seconds: -1.0,
+                        at: stopped_at,
+                    })
+                }
+                (Some((at, seconds)), _) => Some(LagSample { seconds, at }),
+                (None, _) => None,
+            })
         })
         .await
     }

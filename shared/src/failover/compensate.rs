@@ -75,7 +75,31 @@ pub async fn compensate<P: DbFencer + Sync, S: DbInspector + Sync>(
         return Compensation::Nothing;
     };
     let (p, s) = (&plan.regions.primary, &plan.regions.standby);
-    if let Some(called) = tr.promote_called_at {
+    // A claimed promotion whose call was never recorded may still have
+    // reached RDS (its answer lost, then the retries ran out): S decides.
+    let called = match (tr.promote_called_at, tr.promote_claimed_at) {
+        (Some(called), _) => Some(called),
+        (None, Some(claimed)) => match s_rds.describe(&s.db_instance_id, budget).await {
+            Ok(Some(d))
+                if d.replication_source.is_none()
+                    || matches!(d.status.as_str(), "modifying" | "rebooting") =>
+            {
+                warn!(execution, status = %d.status, "promotion claimed, never recorded as called, and S shows it started");
+                Some(claimed)
+            }
+            Ok(_) => None,
+            Err(e) => {
+                return Compensation::Unresolved {
+                    detail: format!(
+                        "the promotion was claimed at {claimed} and S could not be read ({}): P stays fenced until a person looks",
+                        crate::error::chain(&e)
+                    ),
+                };
+            }
+        },
+        (None, None) => None,
+    };
+    if let Some(called) = called {
         // Read the world: was S promoted?
         return match s_rds.describe(&s.db_instance_id, budget).await {
             Ok(Some(d)) if d.replication_source.is_none() && d.status == "available" => match store

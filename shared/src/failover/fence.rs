@@ -17,7 +17,8 @@ use chrono::{DateTime, Utc};
 use std::time::Duration;
 use tracing::{info, instrument, warn};
 
-/// Replace a DB instance's security groups (rds:ModifyDBInstance).
+/// Replace a DB instance's security groups (rds:ModifyDBInstance) and end
+/// its sessions (rds:RebootDBInstance).
 pub trait DbFencer: DbInspector {
     /// Set exactly `groups` on `id`, applied immediately.
     fn set_security_groups(
@@ -26,6 +27,14 @@ pub trait DbFencer: DbInspector {
         groups: &[String],
         budget: Duration,
     ) -> impl std::future::Future<Output = Result<(), AwsError>> + Send;
+
+    /// Reboot `id`: the engine restarts and every session ends. Returns the
+    /// status RDS answered with (`rebooting` once accepted).
+    fn reboot(
+        &self,
+        id: &str,
+        budget: Duration,
+    ) -> impl std::future::Future<Output = Result<String, AwsError>> + Send;
 }
 
 impl DbFencer for Rds {
@@ -47,6 +56,26 @@ impl DbFencer for Rds {
                 .await
                 .map_err(|e| call_error("rds", "ModifyDBInstance", &region, e))?;
             Ok(())
+        })
+        .await
+    }
+
+    #[instrument(skip(self))]
+    async fn reboot(&self, id: &str, budget: Duration) -> Result<String, AwsError> {
+        let region = self.region().to_owned();
+        bounded("rds", "RebootDBInstance", &region, budget, async {
+            let out = self
+                .client()
+                .reboot_db_instance()
+                .db_instance_identifier(id)
+                .send()
+                .await
+                .map_err(|e| call_error("rds", "RebootDBInstance", &region, e))?;
+            Ok(out
+                .db_instance()
+                .and_then(|d| d.db_instance_status())
+                .unwrap_or("unknown")
+                .to_owned())
         })
         .await
     }
@@ -102,6 +131,7 @@ pub async fn fence<F: DbFencer>(
         &fence_group,
         budget,
         Duration::from_secs(plan.fence.confirm_s),
+        plan.fence.end_sessions.then_some(tr.fence_reboot_at),
         store,
         epoch,
         execution,
@@ -158,6 +188,8 @@ async fn attempt<F: DbFencer>(
     fence_group: &str,
     budget: Duration,
     confirm: Duration,
+    // End P's sessions? With when an earlier attempt's reboot was accepted.
+    end_sessions: Option<Option<DateTime<Utc>>>,
     store: &Store,
     epoch: i64,
     execution: &str,
@@ -201,24 +233,38 @@ async fn attempt<F: DbFencer>(
     loop {
         let last = match rds.describe(db, budget).await {
             Ok(Some(d)) if d.security_groups == want && d.unsettled_security_groups.is_empty() => {
-                return Ok((
-                    previous,
-                    format!(
-                        "{db} security groups now {want:?}, active after {:.1} s",
-                        waited.elapsed().as_secs_f64()
-                    ),
-                ));
+                let groups = format!(
+                    "{db} security groups now {want:?}, active after {:.1} s",
+                    waited.elapsed().as_secs_f64()
+                );
+                let Some(prior) = end_sessions else {
+                    return Ok((previous, groups));
+                };
+                // A security group stops new connections only: sessions
+                // already open (a pool's) keep writing until the engine
+                // restarts.
+                let restart = Restart {
+                    store,
+                    epoch,
+                    execution,
+                    prior,
+                };
+                return match end_all_sessions(rds, db, budget, waited + confirm, restart, now).await
+                {
+                    Ok(how) => Ok((previous, format!("{groups}; {how}"))),
+                    Err(e) => Err(unconfirmed(
+                        previous,
+                        format!("{groups}, but its open sessions were not ended: {e}"),
+                    )),
+                };
             }
-            Ok(Some(d)) if d.unsettled_security_groups.is_empty() => {
-                // Applied, and not what was asked: someone else changed it.
-                return Err(unconfirmed(
-                    previous,
-                    format!(
-                        "modify accepted but {db} shows groups {:?}",
-                        d.security_groups
-                    ),
-                ));
-            }
+            // Applied and not what was asked: a describe that does not show
+            // the change yet (RDS is eventually consistent), or someone else
+            // changed it. Read again until the deadline.
+            Ok(Some(d)) if d.unsettled_security_groups.is_empty() => format!(
+                "modify accepted but {db} shows groups {:?}",
+                d.security_groups
+            ),
             Ok(Some(d)) => format!(
                 "{db} still applying the change after {} s: {:?}",
                 confirm.as_secs(),
@@ -234,6 +280,77 @@ async fn attempt<F: DbFencer>(
         };
         if waited.elapsed() + FENCE_POLL > confirm {
             return Err(unconfirmed(previous, last));
+        }
+        tokio::time::sleep(FENCE_POLL).await;
+    }
+}
+
+/// Where the fence records P's reboot, and an earlier attempt's record.
+struct Restart<'a> {
+    store: &'a Store,
+    epoch: i64,
+    execution: &'a str,
+    prior: Option<DateTime<Utc>>,
+}
+
+/// Reboot P and wait until it is `available` again: RDS shows `rebooting`
+/// from the moment it accepts the reboot, so `available` after an accepted
+/// reboot means the engine restarted and every session open before it has
+/// ended. A reboot this execution already had accepted (a retried fence) is
+/// not asked again. A refusal while P is busy (`modifying` from the group
+/// change, or `rebooting` for a reason of its own, which may have begun
+/// before the deny-all group was active) and throttling or errors are asked
+/// again until `deadline`.
+async fn end_all_sessions<F: DbFencer>(
+    rds: &F,
+    db: &str,
+    budget: Duration,
+    deadline: std::time::Instant,
+    restart: Restart<'_>,
+    now: &impl Fn() -> DateTime<Utc>,
+) -> Result<String, String> {
+    let time_left = || std::time::Instant::now() + FENCE_POLL < deadline;
+    let requested = match restart.prior {
+        Some(at) => at,
+        None => loop {
+            let refused = match rds.reboot(db, budget).await {
+                Ok(status) if status == "rebooting" => {
+                    let at = now();
+                    if let Err(e) = restart
+                        .store
+                        .record_fence_reboot(restart.epoch, restart.execution, at)
+                        .await
+                    {
+                        warn!(error = %crate::error::chain(&e), "could not record the reboot; a retry would reboot again");
+                    }
+                    break at;
+                }
+                Ok(status) => format!("RDS answered the reboot with {db} {status}"),
+                Err(e) => crate::error::chain(&e),
+            };
+            if !time_left() {
+                return Err(format!("reboot: {refused}"));
+            }
+            tokio::time::sleep(FENCE_POLL).await;
+        },
+    };
+    loop {
+        let status = match rds.describe(db, budget).await {
+            Ok(Some(d)) if d.status == "available" => {
+                return Ok(format!(
+                    "open sessions ended: {db} restarted (reboot accepted at {}, available {:.1} s later)",
+                    requested.format("%H:%M:%S%.3f"),
+                    (now() - requested).num_milliseconds() as f64 / 1000.0
+                ));
+            }
+            Ok(Some(d)) => d.status,
+            Ok(None) => return Err(format!("{db} disappeared while rebooting")),
+            Err(e) => format!("describe: {}", crate::error::chain(&e)),
+        };
+        if !time_left() {
+            return Err(format!(
+                "{db} still {status} after its reboot: sessions opened before the fence may still write"
+            ));
         }
         tokio::time::sleep(FENCE_POLL).await;
     }

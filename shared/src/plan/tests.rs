@@ -137,12 +137,23 @@ fn a_service_name_that_would_truncate_the_execution_names_timestamp_is_refused()
 fn the_lock_lease_must_outlive_the_longest_run_and_the_steps_fit_their_lambdas() {
     let err = err_of(with("timings.approval_timeout_s", json!(7200)));
     assert!(
-        err.starts_with("plan.timings.lock_lease_s: must be at least the longest run, 9600 s"),
+        err.starts_with("plan.timings.lock_lease_s: must be at least the longest run, 9780 s"),
         "{err}"
     );
+    // The example's fence waits up to 180 s for RDS: part of the longest run.
     let mut v = with("timings.approval_timeout_s", json!(7200));
-    v["timings"]["lock_lease_s"] = json!(9600);
+    v["timings"]["lock_lease_s"] = json!(9779);
+    assert!(err_of(v.clone()).contains("fence.confirm_s"));
+    v["timings"]["lock_lease_s"] = json!(9780);
     Plan::from_value(v).unwrap();
+    let mut v = with("fence.confirm_s", json!(241));
+    assert_eq!(
+        err_of(v.clone()),
+        "plan.fence.confirm_s: must be 1 to 240 (the fence's Lambda timeout is 300 s)"
+    );
+    v["fence"]["confirm_s"] = json!(240);
+    v["fence"]["timeout_ms"] = json!(10_000);
+    assert!(err_of(v).starts_with("plan.fence: confirm_s plus eight calls"));
     assert_eq!(
         err_of(with("timings.verify_deadline_s", json!(900))),
         "plan.timings.verify_deadline_s: must be at most 840 (verify's Lambda timeout is 900 s)"

@@ -60,6 +60,9 @@ pub struct Transition {
     pub fence_previous_groups: Option<Vec<String>>,
     /// Fence outcome recorded (`confirmed` / `unconfirmed`), with its time.
     pub fence: Option<(String, DateTime<Utc>)>,
+    /// When the fence's RebootDBInstance of P was accepted (first one kept).
+    #[serde(default)]
+    pub fence_reboot_at: Option<DateTime<Utc>>,
     /// Replica lag recorded at promotion (the RPO) and its sample time.
     pub rpo: Option<(f64, DateTime<Utc>)>,
 }
@@ -193,6 +196,7 @@ fn parse_transition(t: &Item) -> Result<Transition, StoreError> {
             None => None,
             Some(_) => Some(t.strings("fence_previous_groups")?),
         },
+        fence_reboot_at: t.opt_time_ms("fence_reboot_ms")?,
         fence: match (t.opt_s("fence_outcome")?, t.opt_time_ms("fenced_ms")?) {
             (Some(o), Some(at)) => Some((o, at)),
             _ => None,
@@ -333,6 +337,26 @@ impl Store {
                 (":e".to_owned(), n(expected_epoch)),
                 (":x".to_owned(), s(execution)),
                 (":now".to_owned(), ms(now)),
+            ]),
+        )
+        .await
+    }
+
+    /// Record that P's reboot (ending its sessions) was accepted (first one kept).
+    pub async fn record_fence_reboot(
+        &self,
+        expected_epoch: i64,
+        execution: &str,
+        at: DateTime<Utc>,
+    ) -> Result<TransitionOutcome, StoreError> {
+        self.update_transition(
+            "SET #t.fence_reboot_ms = if_not_exists(#t.fence_reboot_ms, :at), updated_ms = :at",
+            "epoch = :e AND #t.execution = :x",
+            expected_epoch,
+            HashMap::from([
+                (":at".to_owned(), ms(at)),
+                (":e".to_owned(), n(expected_epoch)),
+                (":x".to_owned(), s(execution)),
             ]),
         )
         .await
