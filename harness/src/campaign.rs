@@ -439,6 +439,17 @@ pub const SG_PENDING_S: f64 = 0.5;
 /// See [`PROMOTE_MODIFYING_S`]: a reboot's `rebooting`, the engine stopping half-way.
 pub const REBOOT_S: f64 = 1.0;
 
+/// Give the plan's two instances these timings (the drill's and the campaign's world).
+pub async fn realistic_pair(plan: &Plan) {
+    for id in [
+        &plan.regions.primary.db_instance_id,
+        &plan.regions.standby.db_instance_id,
+    ] {
+        crate::realistic_rds(id, PROMOTE_MODIFYING_S, PROMOTE_REBOOTING_S, SG_PENDING_S).await;
+        crate::realistic_reboot(id, REBOOT_S).await;
+    }
+}
+
 impl Campaign {
     /// Start the world: emulator, PostgreSQL behind S, apps, Slack stand-in,
     /// the plan in SSM and the functions under cargo lambda watch.
@@ -470,13 +481,7 @@ impl Campaign {
         plan.fence.confirm_s = 5;
         provision_dns(&aws, &mut plan, "p-alb.ap-northeast-2.elb.amazonaws.com").await;
         provision_databases(&aws, &plan).await;
-        for id in [
-            &plan.regions.primary.db_instance_id,
-            &plan.regions.standby.db_instance_id,
-        ] {
-            crate::realistic_rds(id, PROMOTE_MODIFYING_S, PROMOTE_REBOOTING_S, SG_PENDING_S).await;
-            crate::realistic_reboot(id, REBOOT_S).await;
-        }
+        realistic_pair(&plan).await;
         let secrets = aws.secrets(REGION).await;
         let secret = |name: &'static str, value: String| {
             let secrets = secrets.clone();

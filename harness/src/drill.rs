@@ -250,19 +250,7 @@ impl Drill {
         provision_dns(&aws, &mut plan, "p-alb.ap-northeast-2.elb.amazonaws.com").await;
         provision_databases(&aws, &plan).await;
         // RDS takes its time, as in AWS (compressed; README, "The emulated world").
-        for id in [
-            &plan.regions.primary.db_instance_id,
-            &plan.regions.standby.db_instance_id,
-        ] {
-            crate::realistic_rds(
-                id,
-                crate::campaign::PROMOTE_MODIFYING_S,
-                crate::campaign::PROMOTE_REBOOTING_S,
-                crate::campaign::SG_PENDING_S,
-            )
-            .await;
-            crate::realistic_reboot(id, crate::campaign::REBOOT_S).await;
-        }
+        crate::campaign::realistic_pair(&plan).await;
         for site in [&mut plan.regions.primary, &mut plan.regions.standby] {
             site.target_group_arns = vec![provision_target_group(&aws, &site.region, 2).await];
         }
