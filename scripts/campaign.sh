@@ -4,7 +4,8 @@
 # Handover's invariants checked after each run. It starts its own emulator,
 # PostgreSQL and functions, like the drill.
 #   HANDOVER_CAMPAIGN_RUNS (default 40), HANDOVER_CAMPAIGN_SEED,
-#   HANDOVER_CAMPAIGN_REPLAY=<seed> (one seed, as a violation line prints it).
+#   HANDOVER_CAMPAIGN_REPLAY=<seed> (one seed, as a violation line prints it),
+#   HANDOVER_CAMPAIGN_OUT (default out/campaign).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"

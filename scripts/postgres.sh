@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Start a throwaway PostgreSQL for the write canary on a free 127.0.0.1 port.
 #   scripts/postgres.sh start DIR   -> prints the port; DIR holds data, socket, log
+#   scripts/postgres.sh standby DIR LINK_PORT PRIMARY_DIR [PORT]
+#       -> a streaming replica of the server in PRIMARY_DIR, reached through
+#          127.0.0.1:LINK_PORT (the harness's replication link, which a
+#          partition cuts), with its own replication slot; prints the port
 #   scripts/postgres.sh stop DIR
 # Databases: `handover` (writable) and `handover_ro` (default_transaction_read_only=on,
 # a stand-in for a replica that refuses writes). Role `handover`, password in DIR/password.
@@ -12,14 +16,10 @@ cmd=${1:?start|stop}; dir=${2:?directory}
 bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
 [ -x "$bin/postgres" ] || { echo "PostgreSQL server not installed (apt-get install postgresql)" >&2; exit 1; }
 as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
-case "$cmd" in
-  start)
-    mkdir -p "$dir"
-    [ "$(id -u)" = 0 ] && chown postgres "$dir"
-    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-    head -c 18 /dev/urandom | base64 | tr -d '/+=' > "$dir/password"
-    as_pg "$bin/initdb" -D "$dir/data" -U postgres --auth=trust >"$dir/initdb.log" 2>&1
-    tls="$dir/tls"; mkdir -p "$tls"
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# The server's TLS material under DIR/tls (see the header).
+make_tls() {
+    local dir=$1 tls=$1/tls; mkdir -p "$tls"
     {
       for ca in ca other-ca; do
         openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=Handover test $ca" \
@@ -31,9 +31,21 @@ case "$cmd" in
         -days 2 -extfile "$tls/san.ext" -out "$tls/server.crt"
     } >"$dir/tls.log" 2>&1
     chmod 600 "$tls/server.key"
-    [ "$(id -u)" = 0 ] && chown -R postgres "$tls"
+    if [ "$(id -u)" = 0 ]; then chown -R postgres "$tls"; fi
+}
+server_options() {
+  echo "-p $2 -k $1 -c listen_addresses=127.0.0.1 -c fsync=off -c ssl=on -c ssl_cert_file=$1/tls/server.crt -c ssl_key_file=$1/tls/server.key"
+}
+case "$cmd" in
+  start)
+    mkdir -p "$dir"
+    [ "$(id -u)" = 0 ] && chown postgres "$dir"
+    port=$(free_port)
+    head -c 18 /dev/urandom | base64 | tr -d '/+=' > "$dir/password"
+    as_pg "$bin/initdb" -D "$dir/data" -U postgres --auth=trust >"$dir/initdb.log" 2>&1
+    make_tls "$dir"
     as_pg "$bin/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w \
-      -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=off -c ssl=on -c ssl_cert_file=$tls/server.crt -c ssl_key_file=$tls/server.key" start >/dev/null
+      -o "$(server_options "$dir" "$port")" start >/dev/null
     pw=$(cat "$dir/password")
     as_pg "$bin/psql" -h "$dir" -p "$port" -U postgres -q -v ON_ERROR_STOP=1 -d postgres <<SQL >/dev/null
 CREATE ROLE handover LOGIN PASSWORD '$pw';
@@ -44,8 +56,27 @@ SQL
     echo "$port" > "$dir/port"
     echo "$port"
     ;;
+  standby)
+    link=${3:?link port}; primary=${4:?primary directory}; port=${5:-$(free_port)}
+    slot=standby_$(basename "$dir" | tr -c 'a-z0-9\n' '_')
+    [ -d "$dir/data" ] && as_pg "$bin/pg_ctl" -D "$dir/data" -m immediate stop >/dev/null 2>&1 || true
+    # A rebuilt replica keeps its endpoint and its certificate (clients hold its CA).
+    rm -rf "$dir/data"; mkdir -p "$dir"
+    [ "$(id -u)" = 0 ] && chown postgres "$dir"
+    cp "$primary/password" "$dir/password"
+    # A rebuilt replica gets a fresh slot (the old one holds WAL for a replica that is gone).
+    as_pg "$bin/psql" -h "$primary" -p "$(cat "$primary/port")" -U postgres -d postgres -qAt \
+      -c "SELECT pg_drop_replication_slot('$slot') FROM pg_replication_slots WHERE slot_name = '$slot'" >/dev/null
+    as_pg "$bin/pg_basebackup" -h 127.0.0.1 -p "$link" -U postgres -D "$dir/data" -R -X stream -C -S "$slot" --checkpoint=fast \
+      >"$dir/basebackup.log" 2>&1
+    [ -f "$dir/tls/server.crt" ] || make_tls "$dir"
+    as_pg "$bin/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w \
+      -o "$(server_options "$dir" "$port")" start >/dev/null
+    echo "$port" > "$dir/port"
+    echo "$port"
+    ;;
   stop)
     [ -d "$dir/data" ] && as_pg "$bin/pg_ctl" -D "$dir/data" -m immediate stop >/dev/null 2>&1 || true
     ;;
-  *) echo "usage: $0 start|stop DIR" >&2; exit 2 ;;
+  *) echo "usage: $0 start|standby|stop DIR ..." >&2; exit 2 ;;
 esac

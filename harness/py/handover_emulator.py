@@ -79,7 +79,9 @@ REALISM_DEFAULTS = {
 }
 # DB instance identifier -> the PostgreSQL server behind it ({"port": n}), for
 # instances whose database is real: a reboot restarts the engine, so every
-# session on that server ends (``POST /_handover/databases``).
+# session on that server ends (``POST /_handover/databases``). With
+# ``"promote": true`` the server is a streaming replica, and PromoteReadReplica
+# promotes it (``pg_promote``) before the instance shows `available`.
 DATABASES: dict[str, dict] = {}
 # Scope ("*" or one DB instance identifier) -> the settings above, so tests
 # sharing the emulator can each make their own instances realistic.
@@ -112,6 +114,14 @@ def patch_promote_read_replica() -> None:
     original = models.RDSBackend.promote_read_replica
 
     def finish(backend, database, source_id, db_kwargs) -> None:
+        real = DATABASES.get(database.db_instance_identifier)
+        if real and real.get("promote"):
+            # The engine leaves recovery: it replays what it received and
+            # takes writes from here on.
+            try:
+                psql(real, "SELECT pg_promote(true, 60)")
+            except Exception as e:  # noqa: BLE001 (logged: a world that cannot promote shows in verify)
+                print(f"promoting the database of {database.db_instance_identifier}: {e}", flush=True)
         with RDS_LOCK:
             original(backend, db_kwargs)
             if source_id:
@@ -146,6 +156,12 @@ def patch_promote_read_replica() -> None:
                 def reboot() -> None:
                     with RDS_LOCK:
                         database.status = "rebooting"
+                    real = DATABASES.get(ident)
+                    if real:  # the promotion's reboot ends every session
+                        try:
+                            end_sessions(real)
+                        except Exception as e:  # noqa: BLE001 (logged; the promotion goes on)
+                            print(f"ending sessions of {ident}: {e}", flush=True)
 
                 threading.Timer(modifying, reboot).start()
                 threading.Timer(modifying + rebooting, finish, (self, database, source_id, db_kwargs)).start()
@@ -156,16 +172,21 @@ def patch_promote_read_replica() -> None:
     models.RDSBackend.promote_read_replica = promote_read_replica
 
 
-def end_sessions(database: dict) -> None:
-    """End every client session on a local PostgreSQL, as an engine restart does."""
+def psql(database: dict, statement: str) -> None:
+    """Run one statement as the superuser on a local PostgreSQL."""
     import glob
     import subprocess
 
-    psql = sorted(glob.glob("/usr/lib/postgresql/*/bin/psql"))[-1:] or ["psql"]
-    subprocess.run(psql + ["-h", "127.0.0.1", "-p", str(database["port"]), "-U", "postgres", "-d", "postgres",
-                           "-qAtc", "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                                    "WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"],
-                   check=True, capture_output=True, timeout=10)
+    binary = sorted(glob.glob("/usr/lib/postgresql/*/bin/psql"))[-1:] or ["psql"]
+    subprocess.run(binary + ["-h", "127.0.0.1", "-p", str(database["port"]), "-U", "postgres", "-d", "postgres",
+                             "-qAtc", statement],
+                   check=True, capture_output=True, timeout=70)
+
+
+def end_sessions(database: dict) -> None:
+    """End every client session on a local PostgreSQL, as an engine restart does."""
+    psql(database, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                   "WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()")
 
 
 def patch_reboot_db_instance() -> None:
@@ -852,7 +873,7 @@ def make_handler(world: World):
                         if real is None:
                             DATABASES.pop(ident, None)
                         else:
-                            DATABASES[ident] = {"port": int(real["port"])}
+                            DATABASES[ident] = {"port": int(real["port"]), "promote": bool(real.get("promote"))}
                     return self._json(200, DATABASES)
             if path == "/_handover/realism" and method == "POST":
                 # {"*": {...}} for every instance, {"<db id>": {...}} for one;

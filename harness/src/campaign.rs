@@ -12,7 +12,7 @@
 //! there.
 
 use crate::app::App;
-use crate::drill::{Guard, Postgres, collect_buttons, say, sql};
+use crate::drill::{Guard, collect_buttons, say};
 use crate::lambdas::{Lambdas, definition, workspace_root};
 use crate::world::{provision_databases, provision_dns, put_db_secret, put_replica_lag};
 use anyhow::{Context, Result, anyhow};
@@ -403,13 +403,14 @@ pub struct Outcome {
     pub causes: Vec<String>,
     /// Confirmed fences whose aftermath on P's database was checked.
     pub fenced_writes_checked: usize,
+    /// Per promotion: the data loss measured on both disks and the run's estimate (s).
+    pub losses: Vec<(f64, f64)>,
 }
 
 /// The campaign's world.
 pub struct Campaign {
     _emulator: Guard,
-    _pg: Postgres,
-    pg_port: u16,
+    sdb: Arc<crate::pdb::SDatabase>,
     pg_password: String,
     lambdas: Lambdas,
     slack: SlackStandIn,
@@ -455,13 +456,6 @@ impl Campaign {
     /// the plan in SSM and the functions under cargo lambda watch.
     pub async fn start(out: &Path, emulator: Guard, started: Instant) -> Result<Campaign> {
         let root = workspace_root();
-        let (pg, pg_port, pg_password) = Postgres::start(out.join("pg"))?;
-        sql(pg_port, "CREATE DATABASE campaign OWNER handover").await?;
-        sql(
-            pg_port,
-            "ALTER DATABASE campaign SET default_transaction_read_only = on",
-        )
-        .await?;
         let slack = SlackStandIn::start().await?;
         let p_app = App::start(200).await;
         let s_app = App::start(200).await;
@@ -482,6 +476,10 @@ impl Campaign {
         provision_dns(&aws, &mut plan, "p-alb.ap-northeast-2.elb.amazonaws.com").await;
         provision_databases(&aws, &plan).await;
         realistic_pair(&plan).await;
+        // P's database is real, with P's app writing through an open session;
+        // S's is its streaming replica through a link a partition cuts.
+        let (pdb, sdb) = crate::pdb::pair(out, &plan, "campaign").await?;
+        let (pg_port, pg_password) = (sdb.port, sdb.password().to_owned());
         let secrets = aws.secrets(REGION).await;
         let secret = |name: &'static str, value: String| {
             let secrets = secrets.clone();
@@ -510,7 +508,7 @@ impl Campaign {
             *port = pg_port;
             *database = "campaign".into();
             *secret_arn = put_db_secret(&aws, REGION, "handover", &pg_password).await;
-            let ca = std::fs::read_to_string(pg.dir().join("tls/ca.pem"))
+            let ca = std::fs::read_to_string(out.join("pg/tls/ca.pem"))
                 .context("the campaign database's CA")?;
             *ca_secret_arn = Some(secret("handover/rds-ca", ca).await?);
         }
@@ -540,15 +538,6 @@ impl Campaign {
             .await?
             .state_machine_arn;
         let records = snapshot_records(&aws, &plan).await?;
-        // P's database is real, with P's app writing through an open session.
-        let mut pdb = crate::pdb::PDatabase::start(
-            out.join("pg-p"),
-            &aws,
-            &plan.regions.primary.region,
-            &plan.regions.primary.db_instance_id,
-        )
-        .await?;
-        pdb.start_writer();
         let plan_parameter = crate::world::put_plan_parameter(&aws, REGION, &plan).await;
         let operator_topic = crate::operator_topic(&aws, REGION).await;
         let mut env = crate::world::stack_environment(
@@ -561,11 +550,11 @@ impl Campaign {
         );
         env.push(("SLACK_API_BASE", slack.api_base()));
         let lambdas = Lambdas::start(&env).await;
-        let lag = Arc::new(AtomicU64::new(4.0f64.to_bits()));
+        // NaN: publish what S's replica really lags.
+        let lag = Arc::new(AtomicU64::new(f64::NAN.to_bits()));
         let mut campaign = Campaign {
             _emulator: emulator,
-            _pg: pg,
-            pg_port,
+            sdb: Arc::new(sdb),
             pg_password,
             lambdas,
             slack,
@@ -596,23 +585,16 @@ impl Campaign {
         Ok(campaign)
     }
 
-    /// ReplicaLag samples every 2 s at whatever the run set.
+    /// ReplicaLag samples every 2 s: S's real lag, or what the run forced.
     fn lag_publisher(&mut self) {
-        let aws = Aws::new();
-        let (region, db) = (
-            self.plan.regions.standby.region.clone(),
-            self.plan.regions.standby.db_instance_id.clone(),
-        );
-        let lag = self.lag.clone();
-        self.tasks.push(tokio::spawn(async move {
-            loop {
-                let v = f64::from_bits(lag.load(Ordering::SeqCst));
-                put_replica_lag(&aws, &region, &db, v, Utc::now()).await;
-                tokio::time::sleep(Duration::from_secs(2)).await;
-            }
-        }));
+        self.tasks.push(crate::pdb::publish_lag(
+            &self.plan.regions.standby,
+            self.sdb.clone(),
+            Some(self.lag.clone()),
+        ));
     }
 
+    /// Force ReplicaLag to `seconds` (-1: RDS says replication stopped).
     async fn set_lag(&self, seconds: f64) {
         self.lag.store(seconds.to_bits(), Ordering::SeqCst);
         let s = &self.plan.regions.standby;
@@ -665,6 +647,12 @@ impl Campaign {
                 .send()
                 .await;
             provision_databases(&self.aws, &self.plan).await;
+            // S's database was promoted with it: a fresh replica of P, at the
+            // same endpoint.
+            self.pdb.partition(false);
+            self.pdb
+                .rebuild_standby(&self.sdb, &s.db_instance_id)
+                .await?;
             let ddb = self.aws.dynamodb(REGION).await;
             for pk in ["PRIMARY", "LOCK"] {
                 ddb.delete_item()
@@ -708,18 +696,21 @@ impl Campaign {
             .send()
             .await?;
         self.p_app.set_status(200);
+        self.pdb.partition(false);
         self.s_app.set_writable(false);
-        sql(
-            self.pg_port,
-            "ALTER DATABASE campaign SET default_transaction_read_only = on",
-        )
-        .await?;
         crate::control(
             "health",
             json!({ &p.health_check_id: 1.0, &s.health_check_id: 1.0 }),
         )
         .await;
-        self.set_lag(4.0).await;
+        // S's real lag again (the replica catches up once the link is healed).
+        self.lag.store(f64::NAN.to_bits(), Ordering::SeqCst);
+        for _ in 0..100 {
+            if self.sdb.lag_s().await.is_some_and(|l| l < 1.0) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
         // Replication repaired: Handover reads the newest minute's Minimum,
         // where a -1 stays until that minute has passed.
         // The -1 samples went on until the line above.
@@ -781,7 +772,6 @@ impl Campaign {
         let aws = Aws::new();
         let s = self.plan.regions.standby.clone();
         let gate = self.s_app.write_gate();
-        let port = self.pg_port;
         tokio::spawn(async move {
             let rds = Rds::new(&aws, &s.region).await;
             loop {
@@ -790,12 +780,6 @@ impl Campaign {
                     .await
                     && d.replication_source.is_none()
                     && d.status == "available"
-                    && sql(
-                        port,
-                        "ALTER DATABASE campaign SET default_transaction_read_only = off",
-                    )
-                    .await
-                    .is_ok()
                 {
                     gate.store(true, Ordering::SeqCst);
                     return;
@@ -834,8 +818,10 @@ impl Campaign {
         }
         crate::add_fault_rules(Value::Array(rules)).await;
 
-        // BREAK P: its app answers 503 and Route 53's checkers lose it.
+        // BREAK P: a partition: its app answers 503, Route 53's checkers
+        // lose it and replication to S stops, while P's app goes on writing.
         self.p_app.set_status(503);
+        self.pdb.partition(true);
         crate::control(
             "health",
             json!({ &p.health_check_id: draw.p_share, &s.health_check_id: 1.0 }),
@@ -884,7 +870,7 @@ impl Campaign {
                     .push(format!("{arn} still RUNNING long after its deadline"));
             }
         }
-        let (mut tokens, mut fences) = (Vec::new(), Vec::new());
+        let (mut tokens, mut fences, mut estimates) = (Vec::new(), Vec::new(), Vec::new());
         for (arn, status) in &ended {
             if status == "RUNNING" {
                 continue;
@@ -908,9 +894,10 @@ impl Campaign {
                         .collect::<String>()
                 ));
             }
-            let (t, fenced) = self.history_facts(arn).await?;
+            let (t, fenced, estimated) = self.history_facts(arn).await?;
             tokens.extend(t);
             fences.extend(fenced);
+            estimates.extend(estimated);
             if let Err(e) = self.audit(arn).await {
                 out.violations.push(format!(
                     "audit of {arn} failed on every delivery EventBridge makes: {e:#}"
@@ -942,6 +929,7 @@ impl Campaign {
             log_mark,
             tokens,
             fences,
+            estimates,
         };
         self.check(draw, &seen, &mut out).await?;
         Ok(out)
@@ -1019,6 +1007,7 @@ impl Campaign {
             match draw.scenario {
                 Scenario::Recover => {
                     self.p_app.set_status(200);
+                    self.pdb.partition(false);
                     let p = &self.plan.regions.primary;
                     crate::control("health", json!({ &p.health_check_id: 1.0 })).await;
                     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -1086,8 +1075,17 @@ impl Campaign {
     }
 
     /// From an execution's history: the task tokens it handed out (the
-    /// approval's, to scan the logs for) and when its fence was confirmed.
-    async fn history_facts(&self, arn: &str) -> Result<(Vec<String>, Vec<chrono::DateTime<Utc>>)> {
+    /// approval's, to scan the logs for), when its fence was confirmed, and
+    /// the RPO its promotion estimated (ReplicaLag and when it was sampled).
+    #[allow(clippy::type_complexity)]
+    async fn history_facts(
+        &self,
+        arn: &str,
+    ) -> Result<(
+        Vec<String>,
+        Vec<chrono::DateTime<Utc>>,
+        Vec<(f64, chrono::DateTime<Utc>)>,
+    )> {
         let h = self
             .aws
             .sfn(REGION)
@@ -1113,7 +1111,20 @@ impl Campaign {
             .filter(|v| v["outcome"] == "confirmed" && v.get("fence_security_group").is_some())
             .filter_map(|v| serde_json::from_value(v["fenced_at"].clone()).ok())
             .collect();
-        Ok((tokens, fences))
+        let estimates = h
+            .events()
+            .iter()
+            .filter_map(|e| e.lambda_function_succeeded_event_details())
+            .filter_map(|d| d.output())
+            .filter_map(|o| serde_json::from_str::<Value>(o).ok())
+            .filter_map(|v| {
+                Some((
+                    v.get("rpo_s")?.as_f64()?,
+                    serde_json::from_value(v.get("lag_sampled_at")?.clone()).ok()?,
+                ))
+            })
+            .collect();
+        Ok((tokens, fences, estimates))
     }
 
     /// Deliver the terminal status to audit as EventBridge does: an
@@ -1164,6 +1175,7 @@ impl Campaign {
             log_mark,
             tokens,
             fences,
+            estimates,
         } = seen;
         let (calls_mark, log_mark) = (*calls_mark, *log_mark);
         let (p, s) = (&self.plan.regions.primary, &self.plan.regions.standby);
@@ -1235,6 +1247,32 @@ impl Campaign {
             }
         }
         out.fenced_writes_checked += fences.len();
+        // The report's RPO against what S really lost: the orders P took
+        // after the newest one S replayed, read from both disks. The
+        // estimate is the newest ReplicaLag sample; P kept writing until the
+        // fence, so the loss may exceed it by at most the time from the
+        // sample to the fence.
+        if promoted && self.sdb.in_recovery().await.ok() == Some(false) {
+            let loss = crate::pdb::loss(&self.pdb, &self.sdb).await?;
+            match (estimates.last(), fences.first()) {
+                (Some((estimate, sampled_at)), Some(fenced_at)) => {
+                    let bound = estimate
+                        + ((*fenced_at - *sampled_at).num_milliseconds() as f64 / 1000.0).max(0.0);
+                    if loss.span_s > bound + 0.5 {
+                        out.violations.push(format!(
+                            "S lost {} orders spanning {:.1} s; the run estimated {estimate:.1} s (sampled at {sampled_at}), at most {bound:.1} s by the fence",
+                            loss.rows, loss.span_s
+                        ));
+                    }
+                    out.losses.push((loss.span_s, *estimate));
+                }
+                (None, _) => out.violations.push(format!(
+                    "S was promoted ({} orders lost over {:.1} s) and no promotion result recorded an RPO",
+                    loss.rows, loss.span_s
+                )),
+                (_, None) => {} // promoted without a confirmed fence: judged by the fence checks above
+            }
+        }
         // P's groups once RDS has applied the last change (audit may have
         // just restored them).
         let p_rds = Rds::new(&self.aws, &p.region).await;
@@ -1352,6 +1390,7 @@ struct Seen {
     log_mark: usize,
     tokens: Vec<String>,
     fences: Vec<chrono::DateTime<Utc>>,
+    estimates: Vec<(f64, chrono::DateTime<Utc>)>,
 }
 
 /// The records of both zones as provisioned, to put traffic back on P.
@@ -1403,6 +1442,7 @@ pub async fn campaign(
     };
     let (mut r, mut f, mut violations) = (0usize, 0usize, Vec::<String>::new());
     let mut fence_checks = 0usize;
+    let mut losses = Vec::new();
     let mut queue: std::collections::VecDeque<(Draw, bool)> =
         seeds.iter().map(|&s| (Draw::of(s), false)).collect();
     while let Some((draw, follow_up)) = queue.pop_front() {
@@ -1431,6 +1471,7 @@ pub async fn campaign(
             ),
         );
         fence_checks += outcome.fenced_writes_checked;
+        losses.extend(outcome.losses.iter().copied());
         for v in &outcome.violations {
             let line = format!(
                 "VIOLATION seed {:016x} ({}{}): {v}\n  replay: HANDOVER_CAMPAIGN_REPLAY={:016x} make campaign",
@@ -1458,6 +1499,21 @@ pub async fn campaign(
             world.pdb.writes().await?
         ),
     );
+    if !losses.is_empty() {
+        let worst = losses.iter().map(|l| l.0).fold(0.0, f64::max);
+        let gaps: Vec<f64> = losses.iter().map(|(lost, est)| est - lost).collect();
+        let (lo, hi) = (
+            gaps.iter().copied().fold(f64::MAX, f64::min),
+            gaps.iter().copied().fold(f64::MIN, f64::max),
+        );
+        say(
+            started,
+            format!(
+                "{} promotions measured against both disks: S lost up to {worst:.1} s of P's writes; estimate minus loss from {lo:+.1} to {hi:+.1} s",
+                losses.len()
+            ),
+        );
+    }
     println!(
         "fault campaign: {r} runs, {f} faults injected, {} invariant violations",
         violations.len()
@@ -1465,7 +1521,10 @@ pub async fn campaign(
     Ok(violations.len())
 }
 
-/// Where the campaign writes its logs.
+/// Where the campaign writes its logs: `HANDOVER_CAMPAIGN_OUT`, or
+/// `out/campaign` (several campaigns can run side by side, each with its own).
 pub fn out_dir() -> PathBuf {
-    workspace_root().join("out/campaign")
+    std::env::var_os("HANDOVER_CAMPAIGN_OUT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("out/campaign"))
 }

@@ -4,7 +4,7 @@ use crate::app::{App, HANG};
 use crate::lambdas::{Lambdas, definition, workspace_root};
 use crate::world::{
     deregister_all_targets, provision_databases, provision_dns, provision_target_group,
-    put_db_secret, put_replica_lag,
+    put_db_secret,
 };
 use anyhow::{Context, Result, anyhow, bail};
 use chrono::Utc;
@@ -124,6 +124,11 @@ impl Postgres {
         Ok((pg, pg_port, password))
     }
 
+    /// The guard of a server scripts/postgres.sh already started under `dir`.
+    pub fn adopt(dir: PathBuf) -> Postgres {
+        Postgres(dir)
+    }
+
     /// Its directory (TLS material under `tls/`).
     pub fn dir(&self) -> &Path {
         &self.0
@@ -144,8 +149,7 @@ pub struct Drill {
     out: PathBuf,
     started: Instant,
     _emulator: Guard,
-    _pg: Postgres,
-    pg_port: u16,
+    sdb: std::sync::Arc<crate::pdb::SDatabase>,
     pg_password: String,
     lambdas: Option<Lambdas>,
     slack: SlackStandIn,
@@ -212,21 +216,6 @@ impl Drill {
     pub async fn start(out: &Path, emulator: Guard, started: Instant) -> Result<Drill> {
         let root = workspace_root();
         say(started, format!("emulator up at {}", crate::endpoint()));
-        // PostgreSQL: the database behind S's writer. It refuses writes until promotion.
-        let (pg, pg_port, pg_password) = Postgres::start(out.join("pg"))?;
-        sql(pg_port, "CREATE DATABASE drill OWNER handover").await?;
-        sql(
-            pg_port,
-            "ALTER DATABASE drill SET default_transaction_read_only = on",
-        )
-        .await?;
-        say(
-            started,
-            format!(
-                "postgres on 127.0.0.1:{pg_port} (database `drill`, read-only until promotion)"
-            ),
-        );
-
         let slack = SlackStandIn::start().await?;
         let p_app = App::start(200).await;
         let s_app = App::start(200).await;
@@ -251,6 +240,18 @@ impl Drill {
         provision_databases(&aws, &plan).await;
         // RDS takes its time, as in AWS (compressed; README, "The emulated world").
         crate::campaign::realistic_pair(&plan).await;
+        // P's database is real, and P's app writes to it through one pooled
+        // connection that stays open (a security group does not cut it); S's
+        // is its streaming replica, read-only until RDS promotes it.
+        let (pdb, sdb) = crate::pdb::pair(out, &plan, "drill").await?;
+        let (pg_port, pg_password) = (sdb.port, sdb.password().to_owned());
+        say(
+            started,
+            format!(
+                "databases: P's PostgreSQL on 127.0.0.1:{} with P's app writing an order every 100 ms through one open connection; S's on 127.0.0.1:{pg_port}, P's streaming replica (read-only until promoted) through a link a partition cuts",
+                pdb.server_port
+            ),
+        );
         for site in [&mut plan.regions.primary, &mut plan.regions.standby] {
             site.target_group_arns = vec![provision_target_group(&aws, &site.region, 2).await];
         }
@@ -283,7 +284,7 @@ impl Drill {
             // TLS as in AWS: the CA that signed the database's certificate,
             // which names S's instance endpoint as moto's RDS reports it; the
             // canary dials 127.0.0.1 and verifies that name.
-            let ca = std::fs::read_to_string(pg.0.join("tls/ca.pem"))
+            let ca = std::fs::read_to_string(out.join("pg/tls/ca.pem"))
                 .context("the drill database's CA")?;
             *ca_secret_arn = Some(secret("handover/rds-ca", ca).await?);
         }
@@ -353,29 +354,11 @@ impl Drill {
             env.push(("RUST_LOG", level));
         }
         let lambdas = Lambdas::start(&env).await;
-        // P's database is real, and P's app writes to it through one pooled
-        // connection that stays open (a security group does not cut it).
-        let mut pdb = crate::pdb::PDatabase::start(
-            out.join("pg-p"),
-            &aws,
-            &plan.regions.primary.region,
-            &plan.regions.primary.db_instance_id,
-        )
-        .await?;
-        pdb.start_writer();
-        say(
-            started,
-            format!(
-                "P's database: its own PostgreSQL on 127.0.0.1:{}, P's app writing an order every 100 ms through one open connection",
-                pdb.server_port
-            ),
-        );
         let mut drill = Drill {
             out: out.to_owned(),
             started,
             _emulator: emulator,
-            _pg: pg,
-            pg_port,
+            sdb: std::sync::Arc::new(sdb),
             pg_password,
             lambdas: Some(lambdas),
             slack,
@@ -421,25 +404,20 @@ impl Drill {
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
         }));
-        let aws = Aws::new();
-        let (s_region, s_db) = (
-            self.plan.regions.standby.region.clone(),
-            self.plan.regions.standby.db_instance_id.clone(),
-        );
-        self.tasks.push(tokio::spawn(async move {
-            loop {
-                put_replica_lag(&aws, &s_region, &s_db, 4.0, Utc::now()).await;
-                tokio::time::sleep(Duration::from_secs(10)).await;
-            }
-        }));
-        // S's database takes writes only once moto shows the replica promoted.
+        self.tasks.push(crate::pdb::publish_lag(
+            &self.plan.regions.standby,
+            self.sdb.clone(),
+            None,
+        ));
+        // S's app takes writes once moto shows the replica promoted (the
+        // router promotes S's database itself).
         let aws = Aws::new();
         let (s_region, s_db) = (
             self.plan.regions.standby.region.clone(),
             self.plan.regions.standby.db_instance_id.clone(),
         );
         let gate = self.s_app.write_gate();
-        let (port, started) = (self.pg_port, self.started);
+        let (sdb, started) = (self.sdb.clone(), self.started);
         self.tasks.push(tokio::spawn(async move {
             let rds = aws.rds(&s_region).await;
             loop {
@@ -452,9 +430,10 @@ impl Drill {
                     .and_then(|o| o.db_instances().first().map(|d| d.read_replica_source_db_instance_identifier().is_none()));
                 if promoted == Some(true) {
                     gate.store(true, std::sync::atomic::Ordering::SeqCst);
-                    match sql(port, "ALTER DATABASE drill SET default_transaction_read_only = off").await {
-                        Ok(()) => say(started, "  (S's database is promoted in moto: S's app and PostgreSQL now take writes)"),
-                        Err(e) => say(started, format!("  (could not open S's database for writes: {e:#})")),
+                    match sdb.in_recovery().await {
+                        Ok(false) => say(started, "  (S is promoted in moto and its PostgreSQL left recovery: S's app and database now take writes)"),
+                        Ok(true) => say(started, "  (S is promoted in moto but its PostgreSQL is still in recovery)"),
+                        Err(e) => say(started, format!("  (S's database: {e:#})")),
                     }
                     return;
                 }
@@ -490,8 +469,9 @@ impl Drill {
         );
         tokio::time::sleep(Duration::from_millis(1100)).await;
 
-        self.say("BREAK P: its app stops answering and its load balancer loses every target; its database stays up, with P's app still writing through an open connection (the partial outage a fence exists for)");
+        self.say("BREAK P: a partition cuts P off: its app stops answering, its load balancer loses every target and replication to S stops; inside, P's database stays up with P's app still writing through an open connection (the writes S will not have; the split brain a fence exists for)");
         self.p_app.set_status(HANG);
+        self.pdb.partition(true);
         let p = &self.plan.regions.primary;
         for tg in &p.target_group_arns {
             deregister_all_targets(&self.aws, &p.region, tg).await;
@@ -933,6 +913,25 @@ impl Drill {
                 self.say(format!(
                     "checked: P's database took {before} writes from P's app, none after the fence confirmed at {fenced_at} (its open session ended by the reboot; the redial refused by the deny-all group)"
                 ));
+                // What S never got: the rows P took while partitioned, read
+                // from both disks, against the estimate the run recorded.
+                let loss = crate::pdb::loss(&self.pdb, &self.sdb).await?;
+                let (estimate, sampled_at) = promotion_estimate(&history)
+                    .ok_or_else(|| anyhow!("the history shows no promotion estimate"))?;
+                let bound = estimate
+                    + ((fenced_at - sampled_at).num_milliseconds() as f64 / 1000.0).max(0.0);
+                anyhow::ensure!(
+                    loss.span_s <= bound + 0.5,
+                    "S lost {} orders spanning {:.1} s, more than the estimate allows ({estimate:.1} s sampled at {sampled_at}, at most {bound:.1} s by the fence)",
+                    loss.rows,
+                    loss.span_s
+                );
+                self.say(format!(
+                    "checked: S never got {} orders P took while partitioned, spanning {:.1} s; the run estimated {estimate:.1} s (ReplicaLag sampled at {}), at most {bound:.1} s by the fence",
+                    loss.rows,
+                    loss.span_s,
+                    sampled_at.format("%H:%M:%S")
+                ));
             }
             _ => {
                 anyhow::ensure!(
@@ -1003,18 +1002,36 @@ impl Drop for Drill {
 
 /// When the fence of a saved history (`history.json`: GetExecutionHistory
 /// pages) was confirmed: the fence task's result, `outcome: confirmed`.
-fn fence_confirmed_at(history: &str) -> Option<chrono::DateTime<Utc>> {
-    let pages: Vec<Value> = serde_json::from_str(history).ok()?;
+pub fn fence_confirmed_at(history: &str) -> Option<chrono::DateTime<Utc>> {
+    task_results(history)
+        .find(|v| v["outcome"] == "confirmed" && v.get("fence_security_group").is_some())
+        .and_then(|v| serde_json::from_value(v["fenced_at"].clone()).ok())
+}
+
+/// The RPO a saved history's promotion recorded: the ReplicaLag estimate
+/// (`rpo_s`) and when that sample was taken (`lag_sampled_at`).
+pub fn promotion_estimate(history: &str) -> Option<(f64, chrono::DateTime<Utc>)> {
+    task_results(history)
+        .filter_map(|v| {
+            Some((
+                v.get("rpo_s")?.as_f64()?,
+                serde_json::from_value(v.get("lag_sampled_at")?.clone()).ok()?,
+            ))
+        })
+        .last()
+}
+
+/// Every task result (Lambda output) in a saved history.
+fn task_results(history: &str) -> impl Iterator<Item = Value> {
+    let pages: Vec<Value> = serde_json::from_str(history).unwrap_or_default();
     pages
-        .iter()
+        .into_iter()
         .flat_map(|p| p["events"].as_array().cloned().unwrap_or_default())
         .filter_map(|e| {
             e["lambdaFunctionSucceededEventDetails"]["output"]
                 .as_str()
                 .and_then(|o| serde_json::from_str::<Value>(o).ok())
         })
-        .find(|v| v["outcome"] == "confirmed" && v.get("fence_security_group").is_some())
-        .and_then(|v| serde_json::from_value(v["fenced_at"].clone()).ok())
 }
 
 fn fmt_secs(s: f64) -> String {

@@ -10,11 +10,20 @@
 //! ends an open session is the engine restarting: the router's
 //! RebootDBInstance ends every session on this server
 //! (`POST /_handover/databases`).
+//!
+//! S's database is P's streaming replica ([`SDatabase`]): a physical copy
+//! that replays P's WAL through the replication link, reads only, and is
+//! promoted by the router when RDS finishes PromoteReadReplica. The link is a
+//! relay that a partition of P stops carrying bytes through (as dropped
+//! packets do: nothing is closed, the data just does not arrive), so the
+//! rows P takes during a partition are exactly what S will not have: the
+//! data loss, measured ([`loss`]).
 
 use crate::drill::Postgres;
 use anyhow::{Context, Result};
 use chrono::{DateTime, Utc};
 use handover::aws::Aws;
+use handover::plan::Plan;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -30,6 +39,10 @@ pub struct PDatabase {
     pub server_port: u16,
     /// The gate's port: what P's app dials (P's endpoint).
     pub gate_port: u16,
+    /// The replication link's port: what S's replica dials.
+    pub link_port: u16,
+    dir: PathBuf,
+    partitioned: Arc<AtomicBool>,
     password: String,
     admitted: Arc<AtomicBool>,
     /// Commits P's app made, and writes that failed.
@@ -48,7 +61,7 @@ impl PDatabase {
         region: &str,
         db_instance_id: &str,
     ) -> Result<PDatabase> {
-        let (pg, server_port, password) = Postgres::start(dir)?;
+        let (pg, server_port, password) = Postgres::start(dir.clone())?;
         let (client, conn) = tokio_postgres::connect(
             &format!("host=127.0.0.1 port={server_port} user=handover password={password} dbname=handover"),
             tokio_postgres::NoTls,
@@ -89,6 +102,25 @@ impl PDatabase {
                 });
             }
         }));
+        // The replication link: it carries bytes unless P is partitioned.
+        let link = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let link_port = link.local_addr()?.port();
+        let partitioned = Arc::new(AtomicBool::new(false));
+        let cut = partitioned.clone();
+        tasks.push(tokio::spawn(async move {
+            while let Ok((inbound, _)) = link.accept().await {
+                let cut = cut.clone();
+                tokio::spawn(async move {
+                    if let Ok(outbound) =
+                        tokio::net::TcpStream::connect(("127.0.0.1", server_port)).await
+                    {
+                        let (ri, wi) = inbound.into_split();
+                        let (ro, wo) = outbound.into_split();
+                        tokio::join!(relay(ri, wo, cut.clone()), relay(ro, wi, cut));
+                    }
+                });
+            }
+        }));
         // P's groups as RDS shows them.
         let rds = aws.rds(region).await;
         let (id, open) = (db_instance_id.to_owned(), admitted.clone());
@@ -114,6 +146,9 @@ impl PDatabase {
             _pg: pg,
             server_port,
             gate_port,
+            link_port,
+            dir,
+            partitioned,
             password,
             admitted,
             committed: Arc::new(AtomicU64::new(0)),
@@ -157,6 +192,75 @@ impl PDatabase {
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
         }));
+    }
+
+    /// Partition P (`true`) or heal it: the replication link stops carrying
+    /// bytes, in both directions, until healed.
+    pub fn partition(&self, cut: bool) {
+        self.partitioned.store(cut, Ordering::SeqCst);
+    }
+
+    /// Is P partitioned now?
+    pub fn partitioned(&self) -> bool {
+        self.partitioned.load(Ordering::SeqCst)
+    }
+
+    /// (Re)build S's database under `dir` as a streaming replica of P through
+    /// the link (on `port` when given: a rebuilt replica keeps its endpoint),
+    /// and register it with the router as the database behind
+    /// `db_instance_id`, promoted when RDS promotes that instance.
+    pub async fn start_standby(
+        &self,
+        dir: PathBuf,
+        db_instance_id: &str,
+        port: Option<u16>,
+    ) -> Result<SDatabase> {
+        let guard = Postgres::adopt(dir.clone());
+        let port = self.build_standby(dir, db_instance_id, port).await?;
+        Ok(SDatabase {
+            _pg: guard,
+            port,
+            password: self.password.clone(),
+        })
+    }
+
+    /// Rebuild `s` from P (after S was promoted): a fresh replica at the same endpoint.
+    pub async fn rebuild_standby(&self, s: &SDatabase, db_instance_id: &str) -> Result<()> {
+        self.build_standby(s._pg.dir().to_owned(), db_instance_id, Some(s.port))
+            .await
+            .map(|_| ())
+    }
+
+    async fn build_standby(
+        &self,
+        dir: PathBuf,
+        db_instance_id: &str,
+        port: Option<u16>,
+    ) -> Result<u16> {
+        let script = crate::lambdas::workspace_root().join("scripts/postgres.sh");
+        let mut cmd = std::process::Command::new(script);
+        cmd.arg("standby")
+            .arg(&dir)
+            .arg(self.link_port.to_string())
+            .arg(&self.dir);
+        if let Some(p) = port {
+            cmd.arg(p.to_string());
+        }
+        let out = tokio::task::spawn_blocking(move || cmd.output())
+            .await?
+            .context("scripts/postgres.sh standby")?;
+        anyhow::ensure!(
+            out.status.success(),
+            "S's replica did not start: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let port: u16 = String::from_utf8_lossy(&out.stdout).trim().parse()?;
+        crate::control(
+            "databases",
+            serde_json::json!({ db_instance_id: {"port": port, "promote": true} }),
+        )
+        .await;
+        Ok(port)
     }
 
     /// Does the gate admit new connections now?
@@ -217,6 +321,188 @@ impl PDatabase {
     pub async fn writes(&self) -> Result<i64> {
         self.query_i64("SELECT count(*) FROM orders", None).await
     }
+}
+
+/// Carry bytes from `from` to `to`, holding them while `cut` is set.
+async fn relay(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    cut: Arc<AtomicBool>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        while cut.load(Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        if to.write_all(&buf[..n]).await.is_err() {
+            break;
+        }
+    }
+    let _ = to.shutdown().await;
+}
+
+/// S's database: P's streaming replica, stopped when dropped.
+pub struct SDatabase {
+    _pg: Postgres,
+    /// Its port (S's instance endpoint; the canary's).
+    pub port: u16,
+    password: String,
+}
+
+impl SDatabase {
+    /// The `handover` user's password (the same as P's: it replicates).
+    pub fn password(&self) -> &str {
+        &self.password
+    }
+
+    async fn client(&self) -> Result<tokio_postgres::Client> {
+        let (client, conn) = tokio_postgres::connect(
+            &format!(
+                "host=127.0.0.1 port={} user=handover password={} dbname=handover connect_timeout=2",
+                self.port, self.password
+            ),
+            tokio_postgres::NoTls,
+        )
+        .await?;
+        tokio::spawn(conn);
+        Ok(client)
+    }
+
+    /// ReplicaLag as RDS derives it for PostgreSQL: how far behind P's last
+    /// replayed commit is, in seconds; `None` once S is promoted (RDS
+    /// publishes no ReplicaLag for a standalone instance) or unreachable.
+    pub async fn lag_s(&self) -> Option<f64> {
+        let client = self.client().await.ok()?;
+        let row = client
+            .query_one(
+                "SELECT CASE WHEN pg_is_in_recovery() THEN \
+                 extract(epoch FROM clock_timestamp() - pg_last_xact_replay_timestamp())::float8 END",
+                &[],
+            )
+            .await
+            .ok()?;
+        row.get::<_, Option<f64>>(0).map(|v| v.max(0.0))
+    }
+
+    /// Is S still a replica (in recovery)?
+    pub async fn in_recovery(&self) -> Result<bool> {
+        Ok(self
+            .client()
+            .await?
+            .query_one("SELECT pg_is_in_recovery()", &[])
+            .await?
+            .get(0))
+    }
+
+    /// The newest order S has: its id and when P committed it.
+    pub async fn newest_order(&self) -> Result<Option<(i64, DateTime<Utc>)>> {
+        let row = self
+            .client()
+            .await?
+            .query_opt("SELECT id, at FROM orders ORDER BY id DESC LIMIT 1", &[])
+            .await?;
+        Ok(row.map(|r| (r.get(0), r.get(1))))
+    }
+}
+
+/// P's database with its app writing, and S's as its streaming replica,
+/// under `out/pg-p` and `out/pg`, registered as the plan's two instances.
+/// `database` is created on P before the copy (the canary's database).
+pub async fn pair(
+    out: &std::path::Path,
+    plan: &Plan,
+    database: &str,
+) -> Result<(PDatabase, SDatabase)> {
+    let aws = Aws::new();
+    let mut p = PDatabase::start(
+        out.join("pg-p"),
+        &aws,
+        &plan.regions.primary.region,
+        &plan.regions.primary.db_instance_id,
+    )
+    .await?;
+    crate::drill::sql(
+        p.server_port,
+        &format!("CREATE DATABASE {database} OWNER handover"),
+    )
+    .await?;
+    p.start_writer();
+    let s = p
+        .start_standby(out.join("pg"), &plan.regions.standby.db_instance_id, None)
+        .await?;
+    Ok((p, s))
+}
+
+/// ReplicaLag samples of S every 2 s: what S's replica really lags
+/// ([`SDatabase::lag_s`]), or the value in `forced` when it holds one (not
+/// NaN), e.g. -1 for replication that RDS reports stopped.
+pub fn publish_lag(
+    s: &handover::plan::Site,
+    db: Arc<SDatabase>,
+    forced: Option<Arc<AtomicU64>>,
+) -> tokio::task::JoinHandle<()> {
+    let (region, id) = (s.region.clone(), s.db_instance_id.clone());
+    tokio::spawn(async move {
+        let aws = Aws::new();
+        loop {
+            let forced = forced
+                .as_ref()
+                .map(|f| f64::from_bits(f.load(Ordering::SeqCst)))
+                .filter(|v| !v.is_nan());
+            let value = match forced {
+                Some(v) => Some(v),
+                None => db.lag_s().await,
+            };
+            if let Some(v) = value {
+                crate::world::put_replica_lag(&aws, &region, &id, v, Utc::now()).await;
+            }
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+    })
+}
+
+/// What S never got: the orders P committed after the newest one S has, and
+/// the time they span (from S's newest to P's newest), read from both disks.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Loss {
+    /// Orders P committed that S does not have.
+    pub rows: i64,
+    /// Seconds from the newest order S has to the newest P committed (0 with none lost).
+    pub span_s: f64,
+}
+
+/// Compare P's orders with S's (after S stopped replaying, i.e. promoted).
+pub async fn loss(p: &PDatabase, s: &SDatabase) -> Result<Loss> {
+    let (s_id, s_at) = s
+        .newest_order()
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("S has no order at all"))?;
+    let (client, conn) = tokio_postgres::connect(
+        &format!(
+            "host=127.0.0.1 port={} user=handover password={} dbname=handover",
+            p.server_port, p.password
+        ),
+        tokio_postgres::NoTls,
+    )
+    .await?;
+    tokio::spawn(conn);
+    let row = client
+        .query_one(
+            "SELECT count(*), max(at) FROM orders WHERE id > $1",
+            &[&s_id],
+        )
+        .await?;
+    let rows: i64 = row.get(0);
+    let newest: Option<DateTime<Utc>> = row.get(1);
+    Ok(Loss {
+        rows,
+        span_s: newest.map_or(0.0, |n| (n - s_at).num_milliseconds() as f64 / 1000.0),
+    })
 }
 
 impl Drop for PDatabase {

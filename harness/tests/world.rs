@@ -386,3 +386,82 @@ async fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
     }
     panic!("{what} did not happen within 10 s");
 }
+
+async fn wait_for_async<F: std::future::Future<Output = bool>>(what: &str, ok: impl Fn() -> F) {
+    for _ in 0..100 {
+        if ok().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{what} did not happen within 10 s");
+}
+
+/// S's database is P's streaming replica, for real. RDS User Guide, "Working
+/// with read replicas" (PostgreSQL): the replica replays the source's WAL,
+/// accepts reads only, and ReplicaLag is how far its last replayed commit is
+/// behind; PromoteReadReplica makes it a standalone, writable instance. A
+/// partition stops the WAL, so what P commits meanwhile is what S lacks.
+#[tokio::test]
+async fn a_partition_leaves_s_without_the_writes_p_took_and_promotion_makes_it_writable() {
+    let aws = aws();
+    let plan = unique_plan();
+    let (p, s) = (&plan.regions.primary, &plan.regions.standby);
+    provision_databases(&aws, &plan).await;
+    realistic_rds(&s.db_instance_id, 0.3, 0.3, 0.0).await;
+    let dir = std::env::temp_dir().join(unique("pair"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (pdb, sdb) = handover_testkit::pdb::pair(&dir, &plan, "canary")
+        .await
+        .expect("P and its replica");
+    wait_for_async("S replaying P's orders", || async {
+        sdb.newest_order().await.ok().flatten().is_some()
+    })
+    .await;
+    let lag = sdb.lag_s().await.expect("a replica has a lag");
+    assert!(lag < 2.0, "a connected replica lags {lag} s");
+    // The replica refuses writes.
+    assert!(sdb.in_recovery().await.unwrap());
+    pdb.partition(true);
+    let cut = chrono::Utc::now();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let lag = sdb.lag_s().await.unwrap();
+    assert!(lag >= 1.4, "ReplicaLag grows while P is cut off: {lag} s");
+    let committed = pdb.writes_after(cut).await.unwrap();
+    assert!(
+        committed >= 5,
+        "P's app goes on writing inside the partition: {committed}"
+    );
+    // Promote S in RDS: the router promotes its database at the end.
+    aws.rds(&s.region)
+        .await
+        .promote_read_replica()
+        .db_instance_identifier(&s.db_instance_id)
+        .send()
+        .await
+        .expect("promote");
+    assert!(
+        sdb.in_recovery().await.unwrap(),
+        "still a replica while `modifying`"
+    );
+    wait_for_async("S's database leaving recovery", || async {
+        sdb.in_recovery().await.ok() == Some(false)
+    })
+    .await;
+    assert_eq!(
+        sdb.lag_s().await,
+        None,
+        "no ReplicaLag for a standalone instance"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let loss = handover_testkit::pdb::loss(&pdb, &sdb).await.unwrap();
+    assert!(
+        loss.rows >= committed && loss.span_s >= 1.4,
+        "S lacks what P took while cut off: {loss:?} (P committed {committed} after the cut)"
+    );
+    assert!(
+        loss.span_s <= (chrono::Utc::now() - cut).num_milliseconds() as f64 / 1000.0,
+        "the loss spans only the partition: {loss:?}"
+    );
+    let _ = p;
+}

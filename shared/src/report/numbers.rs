@@ -6,8 +6,8 @@
 use super::facts::{RunFacts, seconds};
 use super::model::{Measure, Numbers, Span, Status};
 use crate::execution::{
-    ApprovalResult, Diagnosis, ExecutionInput, FenceResult, PromotionResult, PromotionStatus,
-    SwitchResult, VerifyResult,
+    ApprovalResult, Diagnosis, ExecutionInput, FenceOutcome, FenceResult, PromotionResult,
+    PromotionStatus, SwitchResult, VerifyResult,
 };
 use chrono::{DateTime, Utc};
 
@@ -183,10 +183,29 @@ pub fn numbers(b: &Basis<'_>) -> Numbers {
                         hms(p.lag_sampled_at)
                     )
                 } else {
+                    // P went on taking writes after the sample until its
+                    // fence ended them: the estimate is exact only if
+                    // replication kept up in between.
+                    let until_fence = s
+                        .fence
+                        .as_ref()
+                        .filter(|f| f.outcome == FenceOutcome::Confirmed)
+                        .map(|f| {
+                            ((f.fenced_at - p.lag_sampled_at).num_milliseconds() as f64 / 1000.0)
+                                .max(0.0)
+                        });
                     format!(
-                        "ReplicaLag of S's replica sampled at {} just before the promotion call ($.promotion.rpo_s) = {} s",
+                        "ReplicaLag of S's replica, the worst of the minute from {} read just before the promotion call ($.promotion.rpo_s) = {} s (an estimate: {})",
                         hms(p.lag_sampled_at),
-                        fmt_num(p.rpo_s)
+                        fmt_num(p.rpo_s),
+                        match until_fence {
+                            Some(a) => format!(
+                                "if replication stopped right after that minute began, the writes P took until its fence was confirmed {} s later are lost too, at most {} s in all",
+                                fmt_num(a),
+                                fmt_num(p.rpo_s + a)
+                            ),
+                            None => "P's fence was not confirmed, so writes P took after the sample may be lost too, without bound".into(),
+                        }
                     )
                 },
                 from_at: Some(p.lag_sampled_at),
