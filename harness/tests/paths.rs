@@ -138,6 +138,11 @@ struct Run {
 
 /// Provision a fresh world for one path and start its execution.
 async fn start(w: &World, lag: f64, tweak: impl FnOnce(&mut Plan)) -> Run {
+    start_with(w, Some(lag), tweak).await
+}
+
+/// `lag: None`: CloudWatch holds no ReplicaLag sample of S.
+async fn start_with(w: &World, lag: Option<f64>, tweak: impl FnOnce(&mut Plan)) -> Run {
     let aws = &w.aws;
     let mut plan = unique_plan();
     plan.slack.bot_token_secret_arn = w.bot_secret.clone();
@@ -153,14 +158,16 @@ async fn start(w: &World, lag: f64, tweak: impl FnOnce(&mut Plan)) -> Run {
     plan.dns.read_url = Some(format!("{}/health", s_app.url));
     provision_dns(aws, &mut plan, "p-alb.ap-northeast-2.elb.amazonaws.com").await;
     provision_databases(aws, &plan).await;
-    put_replica_lag(
-        aws,
-        &plan.regions.standby.region,
-        &plan.regions.standby.db_instance_id,
-        lag,
-        Utc::now(),
-    )
-    .await;
+    if let Some(lag) = lag {
+        put_replica_lag(
+            aws,
+            &plan.regions.standby.region,
+            &plan.regions.standby.db_instance_id,
+            lag,
+            Utc::now(),
+        )
+        .await;
+    }
     let (port, password) = test_postgres();
     plan.canary = Canary::Postgres {
         host: Some("127.0.0.1".into()),
@@ -343,6 +350,39 @@ async fn path_approve_fence_promote_switch_verify_succeeds() {
         (rec.region.as_str(), rec.epoch),
         (run.plan.regions.standby.region.as_str(), 2)
     );
+}
+
+/// No ReplicaLag sample at all (CloudWatch silent): the approval offers no
+/// plain Approve, only "accept unknown data loss"; that click fails over and
+/// the run records the RPO as unknown.
+#[tokio::test]
+async fn path_unknown_lag_fails_over_only_on_an_accepted_unknown_loss() {
+    let w = world().await;
+    let run = start_with(&w, None, |_| {}).await;
+    let keys = buttons(&w, &run).await;
+    assert!(
+        !keys.iter().any(|(a, _)| a == ACTION_APPROVE),
+        "a plain approve with the loss unknown: {keys:?}"
+    );
+    let (action, key) = keys
+        .iter()
+        .find(|(a, _)| a == ACTION_APPROVE_DATA_LOSS)
+        .expect("the accept-unknown-loss button")
+        .clone();
+    assert_eq!(click(&w, &action, &key, "U0ONCALL01").await.0, 200);
+    let e = ended(&w, &run).await;
+    assert_eq!(
+        e.status,
+        "SUCCEEDED",
+        "{} {:?} {:?}",
+        path(&e),
+        e.error,
+        e.cause
+    );
+    let o = &e.output;
+    assert_eq!(o["approval"]["data_loss_acknowledged"], true);
+    assert_eq!(o["promotion"]["status"], "promoted");
+    assert_eq!(o["promotion"]["rpo_s"], -1.0, "recorded as unknown");
 }
 
 #[tokio::test]

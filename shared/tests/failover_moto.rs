@@ -26,16 +26,23 @@ async fn run(lag: f64) -> Run {
 }
 
 async fn run_in(plan: Plan, lag: f64) -> Run {
+    run_with(plan, Some(lag)).await
+}
+
+/// `lag: None`: CloudWatch holds no ReplicaLag sample of S.
+async fn run_with(plan: Plan, lag: Option<f64>) -> Run {
     let aws = aws();
     provision_databases(&aws, &plan).await;
-    put_replica_lag(
-        &aws,
-        &plan.regions.standby.region,
-        &plan.regions.standby.db_instance_id,
-        lag,
-        Utc::now(),
-    )
-    .await;
+    if let Some(lag) = lag {
+        put_replica_lag(
+            &aws,
+            &plan.regions.standby.region,
+            &plan.regions.standby.db_instance_id,
+            lag,
+            Utc::now(),
+        )
+        .await;
+    }
     let store = fresh_store(&aws).await;
     store
         .init_primary(
@@ -391,6 +398,28 @@ async fn lag_over_the_limit_needs_acknowledgement() {
     acked.steps.insert("approval".into(), approval(true));
     let ok = r.start(&acked, "exec-a").await.unwrap();
     assert_eq!(ok.rpo_s, 126.0, "the recorded RPO is the lag sample");
+    assert_eq!(r.promote_calls().await, 1);
+}
+
+/// No ReplicaLag sample at all: promotion needs the approver to have accepted
+/// an unknown loss ("Approve — accept unknown data loss"), and records the
+/// RPO as unknown (-1), never as a number nobody measured.
+#[tokio::test]
+async fn unknown_lag_promotes_only_with_an_accepted_unknown_loss() {
+    let r = run_with(unique_plan(), None).await;
+    let state = r.fenced("exec-a", false).await.unwrap();
+    let err = r.start(&state, "exec-a").await.unwrap_err();
+    assert_eq!(err.error_name(), ErrorName::Precondition);
+    assert!(
+        err.to_string()
+            .contains("did not accept an unknown data loss"),
+        "{err}"
+    );
+    assert_eq!(r.promote_calls().await, 0);
+    let mut acked = state.clone();
+    acked.steps.insert("approval".into(), approval(true));
+    let ok = r.start(&acked, "exec-a").await.unwrap();
+    assert_eq!(ok.rpo_s, -1.0, "the RPO is recorded as unknown");
     assert_eq!(r.promote_calls().await, 1);
 }
 

@@ -91,6 +91,64 @@ async fn split_brain_when_p_is_writable_and_unfenced_not_once_fenced() {
     );
 }
 
+/// RDS API Reference, VpcSecurityGroupMembership: while a change applies,
+/// the new group shows `adding` and the old `removing`; the old one still
+/// lets clients in. P is fenced only once the deny-all group alone is `active`.
+#[tokio::test]
+async fn a_fence_group_still_adding_or_beside_another_group_is_not_a_fence() {
+    let (aws, plan) = world().await;
+    let p = &plan.regions.primary;
+    handover_testkit::realistic_rds(&p.db_instance_id, 0.0, 0.0, 3.0).await;
+    promote(&aws, &plan).await;
+    let run = promoted_at(Utc::now() - Duration::minutes(1));
+    let rds = aws.rds(&p.region).await;
+    rds.modify_db_instance()
+        .db_instance_identifier(&p.db_instance_id)
+        .vpc_security_group_ids(FENCE_P)
+        .apply_immediately(true)
+        .send()
+        .await
+        .expect("fence P in moto");
+    let c = checks(&aws, &plan, run).await;
+    let f = c
+        .findings
+        .iter()
+        .find(|f| f.check == "split_brain")
+        .unwrap();
+    assert_eq!(f.severity, Severity::Critical, "{f:?}");
+    assert!(
+        f.evidence
+            .iter()
+            .any(|e| e.contains("not the only group in effect")),
+        "{f:?}"
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(3300)).await;
+    let c = checks(&aws, &plan, run).await;
+    assert_eq!(
+        severity(&c, "split_brain"),
+        Severity::Ok,
+        "{:?}",
+        c.findings
+    );
+    // The fence group beside another active group keeps nobody out.
+    handover_testkit::realistic_rds(&p.db_instance_id, 0.0, 0.0, 0.0).await;
+    rds.modify_db_instance()
+        .db_instance_identifier(&p.db_instance_id)
+        .vpc_security_group_ids(FENCE_P)
+        .vpc_security_group_ids("sg-0app000000000000p")
+        .apply_immediately(true)
+        .send()
+        .await
+        .expect("modify P in moto");
+    let c = checks(&aws, &plan, run).await;
+    assert_eq!(
+        severity(&c, "split_brain"),
+        Severity::Critical,
+        "{:?}",
+        c.findings
+    );
+}
+
 #[tokio::test]
 async fn no_split_brain_when_nothing_was_promoted() {
     let (aws, plan) = world().await;

@@ -23,10 +23,11 @@ pub fn promote_blocker(
         return Some("the re-check found no approval in the run".into());
     };
     match d.rpo_estimate_s {
-        None => Some(format!(
-            "no ReplicaLag sample for {} in the last 5 minutes: promote could not record the RPO and would refuse after the fence",
+        None if !approval.data_loss_acknowledged => Some(format!(
+            "no ReplicaLag sample for {} in the last 5 minutes and the approval did not accept an unknown data loss: promote would refuse after the fence",
             plan.regions.standby.db_instance_id
         )),
+        None => None, // the approver accepted an unknown loss; promote records it as unknown
         Some(lag) if lag < 0.0 => Some("ReplicaLag is -1: replication has stopped".into()),
         Some(lag) if lag > plan.targets.rpo_s as f64 && !approval.data_loss_acknowledged => {
             Some(format!(
@@ -81,7 +82,7 @@ mod tests {
         let (plan, d, a) = recorded();
         let over = plan.targets.rpo_s as f64 + 240.0;
         for (lag, ack, says) in [
-            (None, false, "no ReplicaLag sample"),
+            (None, false, "did not accept an unknown data loss"),
             (Some(-1.0), true, "replication has stopped"),
             (Some(over), false, "did not accept data loss"),
         ] {
@@ -101,15 +102,18 @@ mod tests {
             );
             assert!(d.summary.contains(says), "{}", d.summary);
         }
-        // Accepted data loss lets the same lag through, as promote would.
-        let mut d = d.clone();
-        d.rpo_estimate_s = Some(over);
-        let a = ApprovalResult {
-            data_loss_acknowledged: true,
-            ..a
-        };
-        gate_before_fence(&plan, &mut d, Some(&a));
-        assert_eq!(d.action, Action::FailOver);
+        // Accepted data loss lets the same lag through, as promote would,
+        // and an unknown lag too (the "accept unknown data loss" button).
+        for lag in [Some(over), None] {
+            let mut d = d.clone();
+            d.rpo_estimate_s = lag;
+            let a = ApprovalResult {
+                data_loss_acknowledged: true,
+                ..a.clone()
+            };
+            gate_before_fence(&plan, &mut d, Some(&a));
+            assert_eq!(d.action, Action::FailOver, "{lag:?}");
+        }
         // No approval at all: stop.
         let (plan, mut d, _) = recorded();
         gate_before_fence(&plan, &mut d, None);

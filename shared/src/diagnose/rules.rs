@@ -146,7 +146,9 @@ pub fn assess(plan: &Plan, snap: &Snapshot) -> Diagnosis {
     // --- rules ------------------------------------------------------------
     let target = plan.targets.rpo_s;
     let rpo_estimate_s = lag;
-    let rpo_over_target = lag.is_some_and(|l| l < 0.0 || l > target as f64);
+    // Unknown lag is over the target too: approving must accept, explicitly,
+    // an unknown loss (the message's "accept unknown data loss" button).
+    let rpo_over_target = lag.is_none_or(|l| l < 0.0 || l > target as f64);
     let replica_status = replica.map(|d| d.status.as_str());
     let mut reasons = Vec::new();
 
@@ -191,18 +193,18 @@ pub fn assess(plan: &Plan, snap: &Snapshot) -> Diagnosis {
             format!("blocked: {rule}"),
         )
     } else {
-        let (risk, rule) = if rpo_over_target {
+        let (risk, rule) = if lag.is_none() {
+            (
+                RiskLevel::High,
+                "lag_unknown: no ReplicaLag sample, data loss cannot be estimated: approving accepts an unknown loss".into(),
+            )
+        } else if rpo_over_target {
             (
                 RiskLevel::High,
                 format!(
                     "rpo_over_target: replica lag {} s exceeds the RPO target {target} s",
                     fmt_s(lag.unwrap_or_default())
                 ),
-            )
-        } else if lag.is_none() {
-            (
-                RiskLevel::High,
-                "lag_unknown: no ReplicaLag sample, data loss cannot be estimated".into(),
             )
         } else if p_db_available {
             (

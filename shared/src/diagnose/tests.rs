@@ -182,7 +182,7 @@ fn rule_table() {
             action: Action::FailOver,
             risk: RiskLevel::High,
             rule_prefix: "lag_unknown",
-            over: false,
+            over: true,
         },
         Case {
             name: "P recovered",

@@ -417,7 +417,7 @@ pub async fn start<P: ReplicaPromoter, L: ReplicaLag>(
         return Err(StepError::Precondition(reason));
     }
     let s = &plan.regions.standby;
-    let sample = lag
+    let sample = match lag
         .latest_lag(
             &s.db_instance_id,
             now(),
@@ -425,17 +425,25 @@ pub async fn start<P: ReplicaPromoter, L: ReplicaLag>(
             budget,
         )
         .await?
-        .ok_or_else(|| {
-            StepError::Precondition(format!(
-                "no ReplicaLag sample for {} in the last 5 minutes: the RPO cannot be recorded",
+    {
+        Some(sample) if sample.seconds < 0.0 => {
+            return Err(StepError::Precondition(
+                "ReplicaLag is -1: replication has stopped".into(),
+            ));
+        }
+        Some(sample) => sample,
+        // The approver accepted an unknown loss: recorded as unknown (-1).
+        None if approval.data_loss_acknowledged => crate::adapters::cloudwatch::LagSample {
+            seconds: -1.0,
+            at: now(),
+        },
+        None => {
+            return Err(StepError::Precondition(format!(
+                "no ReplicaLag sample for {} in the last 5 minutes and the approval did not accept an unknown data loss",
                 s.db_instance_id
-            ))
-        })?;
-    if sample.seconds < 0.0 {
-        return Err(StepError::Precondition(
-            "ReplicaLag is -1: replication has stopped".into(),
-        ));
-    }
+            )));
+        }
+    };
     if sample.seconds > plan.targets.rpo_s as f64 && !approval.data_loss_acknowledged {
         return Err(StepError::Precondition(format!(
             "replica lag {} s exceeds the RPO limit {} s and the approval did not acknowledge data loss",

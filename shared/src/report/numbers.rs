@@ -179,7 +179,7 @@ pub fn numbers(b: &Basis<'_>) -> Numbers {
                 status: if over { Status::Miss } else { Status::Pass },
                 how: if p.rpo_s < 0.0 {
                     format!(
-                        "ReplicaLag was -1 at {} (replication stopped): the data lost is unknown and at least the time since replication stopped ($.promotion.rpo_s)",
+                        "no ReplicaLag sample in the 5 minutes before {} and the approver accepted an unknown data loss ($.promotion.rpo_s = -1): the data lost is unknown",
                         hms(p.lag_sampled_at)
                     )
                 } else {

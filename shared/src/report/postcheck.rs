@@ -135,19 +135,28 @@ fn split_brain(plan: &Plan, run: RunContext, seen: &Observed) -> Finding {
             None,
         ),
         Ok(Some(p)) => {
-            let fenced = p.security_groups.iter().any(|g| g == fence);
+            // Fenced only when the deny-all group alone is in effect: a group
+            // still `removing` (or another one `active`) lets clients in, and
+            // a fence group still `adding` keeps nobody out yet.
+            let fenced = p.security_groups.iter().all(|g| g == fence)
+                && p.security_groups.iter().any(|g| g == fence)
+                && p.unsettled_security_groups.is_empty();
             let p_writer = p.replication_source.is_none() && p.status == "available";
             let evidence = vec![describe(p)];
             if p_writer && s_writer && !fenced {
+                let why = if !p.security_groups.iter().any(|g| g == fence) {
+                    format!("fence group {fence} is not attached to {}", p.id)
+                } else {
+                    format!(
+                        "fence group {fence} is attached to {} but is not the only group in effect: groups {:?}, not yet applied {:?}",
+                        p.id, p.security_groups, p.unsettled_security_groups
+                    )
+                };
                 finding(
                     C,
                     Severity::Critical,
                     "Split-brain: P's old primary and S both accept writes",
-                    [
-                        evidence,
-                        vec![format!("fence group {fence} is not attached to {}", p.id)],
-                    ]
-                    .concat(),
+                    [evidence, vec![why]].concat(),
                     Some(
                         "Attach the fence security group to P's database (or stop it) now, then reconcile writes made on P.",
                     ),
