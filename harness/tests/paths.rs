@@ -1046,3 +1046,146 @@ async fn path_a_run_failing_after_the_fence_is_compensated_and_the_next_incident
     );
     assert_eq!(w.store.primary().await.unwrap().unwrap().epoch, 2);
 }
+
+/// Issue 12, scenario 2, FenceUnconfirmed: the fence's ModifyDBInstance is
+/// applied but its answer is lost, and P's describes time out, so the fence
+/// cannot confirm and the plan says stop. P is really fenced with no
+/// promotion: audit restores P's groups and releases the transition, and the
+/// next incident fails over.
+#[tokio::test]
+async fn path_an_unconfirmed_fence_whose_modify_applied_is_undone_and_the_next_incident_fails_over()
+{
+    let w = world().await;
+    clear_faults().await;
+    control("rules", json!({"clear": true})).await;
+    let run = start(&w, 5.0, |p| {
+        p.fence.on_unconfirmed = handover::plan::OnUnconfirmed::Stop;
+        p.fence.confirm_s = 5;
+    })
+    .await;
+    let before = p_groups(&w, &run).await;
+    let p = &run.plan.regions.primary;
+    handover_testkit::add_fault_rules(json!([
+        {"id": "lost-modify", "mode": "lost", "service": "rds", "action": "ModifyDBInstance",
+         "caller": "fence", "target": p.db_instance_id},
+        // The describe before the modify (recording P's groups) answers.
+        {"id": "p-describe", "mode": "timeout", "seconds": 2.0, "service": "rds", "skip": 1,
+         "action": "DescribeDBInstances", "caller": "fence", "target": p.db_instance_id},
+    ]))
+    .await;
+    approve(&w, &run).await;
+    let e = ended(&w, &run).await;
+    control("rules", json!({"clear": true})).await;
+    assert_eq!(
+        e.error.as_deref(),
+        Some("Handover.FenceUnconfirmed"),
+        "{} {:?}",
+        path(&e),
+        e.cause
+    );
+    let fence_group = p.fence_security_group_id.clone();
+    assert!(
+        p_groups(&w, &run).await.contains(&fence_group),
+        "the lost modify was applied: P is fenced"
+    );
+    let outcome = audit(&w, &run).await;
+    assert_eq!(outcome["compensation"]["outcome"], "released", "{outcome}");
+    assert_eq!(p_groups(&w, &run).await, before, "P's groups are restored");
+    let rec = w.store.primary().await.unwrap().unwrap();
+    assert!(rec.transition.is_none(), "{rec:?}");
+    let next = start_again(&w, &run).await;
+    approve(&w, &next).await;
+    let e = ended(&w, &next).await;
+    assert_eq!(
+        e.status,
+        "SUCCEEDED",
+        "{} {:?} {:?}",
+        path(&e),
+        e.error,
+        e.cause
+    );
+}
+
+/// Issue 12, scenario 2, PromotionStuck: the promotion was called and RDS
+/// takes longer than the run polls. P must stay fenced (S may still become a
+/// writer) and audit leaves the transition for a person. When S's promotion
+/// finishes, audit's sweep (its own schedule, delivered as EventBridge
+/// Scheduler does) completes it: the record names S, nothing is left.
+#[tokio::test]
+async fn path_a_stuck_promotion_stays_fenced_and_the_sweep_completes_it_once_s_is_promoted() {
+    let w = world().await;
+    clear_faults().await;
+    control("rules", json!({"clear": true})).await;
+    let run = start(&w, 5.0, |p| {
+        p.timings.promotion_poll_s = 1;
+        p.timings.promotion_max_polls = 2;
+    })
+    .await;
+    let s = run.plan.regions.standby.clone();
+    handover_testkit::realistic_rds(&s.db_instance_id, 8.0, 1.0, 0.0).await;
+    approve(&w, &run).await;
+    let e = ended(&w, &run).await;
+    assert_eq!(
+        e.error.as_deref(),
+        Some("Handover.PromotionStuck"),
+        "{} {:?}",
+        path(&e),
+        e.cause
+    );
+    let outcome = audit(&w, &run).await;
+    assert_eq!(
+        outcome["compensation"]["outcome"], "unresolved",
+        "{outcome}"
+    );
+    let fence_group = run.plan.regions.primary.fence_security_group_id.clone();
+    assert_eq!(
+        p_groups(&w, &run).await,
+        vec![fence_group.clone()],
+        "P stays fenced"
+    );
+    assert!(
+        w.store
+            .primary()
+            .await
+            .unwrap()
+            .unwrap()
+            .transition
+            .is_some()
+    );
+    // S finishes its promotion after the run gave up on it.
+    let rds = handover::adapters::rds::Rds::new(&w.aws, &s.region).await;
+    for _ in 0..100 {
+        let d = handover::adapters::rds::DbInspector::describe(
+            &rds,
+            &s.db_instance_id,
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        if d.replication_source.is_none() && d.status == "available" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let tick =
+        handover_testkit::triggers::scheduled_payload("AuditFunction", TEST_REGION, Utc::now());
+    let swept = handover_testkit::lambdas::invoke("audit", &tick)
+        .await
+        .unwrap();
+    assert_eq!(swept["outcome"], "reconciled", "{swept}");
+    assert_eq!(swept["compensation"]["outcome"], "completed", "{swept}");
+    let rec = w.store.primary().await.unwrap().unwrap();
+    assert_eq!((rec.region.as_str(), rec.epoch), (s.region.as_str(), 2));
+    assert!(rec.transition.is_none(), "{rec:?}");
+    assert_eq!(
+        p_groups(&w, &run).await,
+        vec![fence_group],
+        "P stays fenced"
+    );
+    // The next sweep finds nothing left.
+    let swept = handover_testkit::lambdas::invoke("audit", &tick)
+        .await
+        .unwrap();
+    assert_eq!(swept["outcome"], "skipped", "{swept}");
+}

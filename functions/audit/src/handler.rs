@@ -20,6 +20,8 @@ pub const DETAIL_TYPE: &str = "Step Functions Execution Status Change";
 pub struct Deps {
     audit: AuditDeps,
     region: String,
+    /// The workflow: names the lock holder's execution for the sweep.
+    state_machine_arn: String,
 }
 
 impl Deps {
@@ -36,16 +38,33 @@ impl Deps {
                 aws,
             },
             region,
+            state_machine_arn: required("STATE_MACHINE_ARN")?,
         })
     }
 }
 
-/// A Step Functions status change (the audit), or RDS's "backup finished"
-/// for the new primary (the re-audit that fills in the conservative RTO).
-/// Any other event is `Handover.InvalidInput`; a non-terminal status is skipped.
+/// A Step Functions status change (the audit), RDS's "backup finished"
+/// for the new primary (the re-audit that fills in the conservative RTO), or
+/// the sweep's schedule (a run whose audit never completed; see
+/// [`handover::report::sweep`]). Any other event is `Handover.InvalidInput`;
+/// a non-terminal status is skipped.
 pub async fn handler(event: serde_json::Value, deps: &Deps) -> Result<AuditOutcome, FunctionError> {
-    if event.get("source").and_then(serde_json::Value::as_str) == Some("aws.rds") {
-        return backup_finished(event, deps).await;
+    let field = |k: &str| event.get(k).and_then(serde_json::Value::as_str);
+    let scheduled = field("detail-type") == Some("Scheduled Event");
+    match field("source") {
+        Some("aws.rds") => return backup_finished(event, deps).await,
+        Some(handover::scheduler::SCHEDULER_SOURCE) | Some(_) if scheduled => {
+            handover::scheduler::SchedulerEvent::parse(event, "audit's sweep")?;
+            let sfn = SfnHistory::new(&deps.audit.aws, &deps.region).await;
+            return Ok(handover::report::sweep::sweep(
+                &deps.audit,
+                &sfn,
+                &deps.state_machine_arn,
+                Utc::now(),
+            )
+            .await?);
+        }
+        _ => {}
     }
     let event: EventBridgeEvent<ExecutionStatusChange> =
         parse_event("execution status change event", event)?;

@@ -1,11 +1,10 @@
 //! Parse the scheduled event, run one tick, report what it did.
 
-use chrono::Utc;
 use handover::adapters::{CloudWatch, HttpProbe, Route53, Sfn};
 use handover::aws::{Aws, GLOBAL_METRICS_REGION};
 use handover::config::{ConfigError, PlanSource, optional, required};
 use handover::detect::{Detector, Signals, TickReport};
-use handover::error::{FunctionError, parse_event};
+use handover::error::FunctionError;
 use handover::plan::Plan;
 use handover::store::Store;
 
@@ -62,45 +61,11 @@ impl Deps {
     }
 }
 
-/// The payload EventBridge Scheduler sends a templated Lambda target that has
-/// no `Input` (the template's `ScheduleV2`): `detail` is the JSON *string*
-/// `"{}"`, not an object. Shape: aws/aws-lambda-dotnet#1864 (a recorded
-/// event), aws-powertools/powertools-lambda-python#6134.
-#[derive(Debug, serde::Deserialize)]
-struct SchedulerEvent {
-    source: String,
-    #[serde(rename = "detail-type")]
-    detail_type: String,
-    time: chrono::DateTime<Utc>,
-    #[serde(default)]
-    detail: serde_json::Value,
-}
-
-/// The trigger the template deploys.
-const SCHEDULER_SOURCE: &str = "aws.scheduler";
-
 /// One tick. Only EventBridge Scheduler's payload is accepted (the template's
 /// one trigger for detect); anything else is `Handover.InvalidInput` and
 /// starts nothing.
 pub async fn handler(event: serde_json::Value, deps: &Deps) -> Result<TickReport, FunctionError> {
-    let event: SchedulerEvent = parse_event("EventBridge Scheduler event", event)?;
-    if event.source != SCHEDULER_SOURCE || event.detail_type != "Scheduled Event" {
-        let hint = if event.source == "aws.events" {
-            " (an EventBridge rule's payload: the stack schedules detect with EventBridge Scheduler)"
-        } else {
-            ""
-        };
-        return Err(FunctionError::invalid_input(format!(
-            "expected an EventBridge Scheduler event (source {SCHEDULER_SOURCE}, detail-type \"Scheduled Event\"), got source {:?}, detail-type {:?}{hint}",
-            event.source, event.detail_type
-        )));
-    }
-    if !matches!(&event.detail, serde_json::Value::String(s) if s.trim() == "{}") {
-        return Err(FunctionError::invalid_input(format!(
-            "EventBridge Scheduler event: detail should be the string \"{{}}\" (the schedule has no Input), got {}",
-            event.detail
-        )));
-    }
+    let event = handover::scheduler::SchedulerEvent::parse(event, "detect")?;
     let tick = event.time;
     let detector = Detector {
         plan: &deps.plan,
@@ -120,7 +85,7 @@ pub async fn handler(event: serde_json::Value, deps: &Deps) -> Result<TickReport
 #[cfg(test)]
 mod tests {
     use super::*;
-    use chrono::{DateTime, Duration, TimeZone};
+    use chrono::{DateTime, Duration, TimeZone, Utc};
     use handover::error::ErrorName;
     use handover::store::control::Pause;
     use handover_testkit::app::App;

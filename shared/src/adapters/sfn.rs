@@ -73,16 +73,7 @@ impl ExecutionStarter for Sfn {
                     return Err(err);
                 }
                 // Which one: still running (a retried tick), or closed?
-                // arn:aws:states:<r>:<a>:stateMachine:<name>[:<version or alias>]
-                // -> arn:aws:states:<r>:<a>:execution:<name>:<execution>
-                let unqualified: Vec<&str> =
-                    self.state_machine_arn.splitn(8, ':').take(7).collect();
-                let arn = format!(
-                    "{}:{name}",
-                    unqualified
-                        .join(":")
-                        .replacen(":stateMachine:", ":execution:", 1)
-                );
+                let arn = execution_arn(&self.state_machine_arn, name);
                 let (status, stopped_at) = match self
                     .client
                     .describe_execution()
@@ -106,4 +97,17 @@ impl ExecutionStarter for Sfn {
             }
         }
     }
+}
+
+/// The ARN of the execution `name` of a state machine:
+/// `arn:aws:states:<r>:<a>:stateMachine:<sm>[:<version or alias>]` ->
+/// `arn:aws:states:<r>:<a>:execution:<sm>:<name>`.
+pub fn execution_arn(state_machine_arn: &str, name: &str) -> String {
+    let unqualified: Vec<&str> = state_machine_arn.splitn(8, ':').take(7).collect();
+    format!(
+        "{}:{name}",
+        unqualified
+            .join(":")
+            .replacen(":stateMachine:", ":execution:", 1)
+    )
 }

@@ -125,6 +125,14 @@ pub enum AuditOutcome {
         /// What the run left in the primary record, undone or completed.
         compensation: crate::failover::compensate::Compensation,
     },
+    /// The sweep compensated again for a transition an ended, audited run
+    /// left (e.g. a promotion that finished after the run gave up on it).
+    Reconciled {
+        /// The run that left it.
+        execution: String,
+        /// What compensation did this time.
+        compensation: crate::failover::compensate::Compensation,
+    },
 }
 
 /// What the audit needs, built once per container.
@@ -146,6 +154,8 @@ pub enum Trigger {
     /// The new primary's first backup finished: the report is rewritten
     /// with the conservative RTO (see [`super::reaudit`]).
     FirstBackup,
+    /// The run ended and its audit never completed (see [`super::sweep`]).
+    Sweep,
 }
 
 /// Post the summary; a failure is logged and reported, never fatal.
@@ -158,13 +168,23 @@ async fn post_summary(
 ) -> Option<String> {
     let (api, secrets) = deps.slack.as_ref()?;
     let (mut text, mut blocks) = render::slack_summary(report, location);
-    if trigger == Trigger::FirstBackup {
+    let note = match trigger {
+        Trigger::RunEnded => None,
         // Nobody should read this as a second failover.
-        text = format!("Updated report: {text}");
+        Trigger::FirstBackup => Some((
+            "Updated report",
+            "*Updated report.* The new primary's first backup finished, so the conservative RTO is now measured. Nothing else ran.",
+        )),
+        Trigger::Sweep => Some((
+            "Late audit",
+            "*Late audit.* This run ended without its audit completing (its event's deliveries all failed); Handover's sweep audited it now, undoing or completing what it left and releasing the lock.",
+        )),
+    };
+    if let Some((prefix, context)) = note {
+        text = format!("{prefix}: {text}");
         blocks.insert(
             0,
-            serde_json::json!({"type": "context", "elements": [{"type": "mrkdwn",
-                "text": "*Updated report.* The new primary's first backup finished, so the conservative RTO is now measured. Nothing else ran."}]}),
+            serde_json::json!({"type": "context", "elements": [{"type": "mrkdwn", "text": context}]}),
         );
     }
     let result = async {

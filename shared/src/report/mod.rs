@@ -32,6 +32,7 @@ pub mod postcheck;
 pub mod reaudit;
 pub mod render;
 pub mod sources;
+pub mod sweep;
 
 #[cfg(test)]
 mod tests;

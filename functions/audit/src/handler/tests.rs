@@ -88,6 +88,8 @@ async fn world() -> World {
             aws,
         },
         region: TEST_REGION.into(),
+        state_machine_arn: "arn:aws:states:ap-northeast-1:123456789012:stateMachine:handover-none"
+            .into(),
     };
     World {
         deps,
@@ -538,4 +540,95 @@ async fn the_new_primarys_first_backup_fills_in_the_conservative_rto_once() {
     wrong["detail-type"] = json!("RDS DB Snapshot Event");
     let err = handler(wrong, &w.deps).await.unwrap_err();
     assert_eq!(err.name, ErrorName::InvalidInput);
+}
+
+/// The sweep's schedule as EventBridge Scheduler delivers it (events/sweep.json).
+const SWEEP: &str = include_str!("../../events/sweep.json");
+
+/// Every delivery of a run's status change failed (the event went to the
+/// failure queue): the run still holds the lock. The sweep leaves a run that
+/// ended moments ago to its own audit, audits one that ended more than
+/// `GRACE` ago exactly as the event would have (report, release), and then
+/// finds nothing left.
+#[tokio::test]
+async fn the_sweep_audits_a_run_whose_audit_never_came() {
+    use handover::report::sweep::{GRACE, sweep};
+    let w = world().await;
+    let arn = run(&w, true).await;
+    let sfn = w.deps.audit.aws.sfn(TEST_REGION).await;
+    let machine = sfn
+        .describe_execution()
+        .execution_arn(&arn)
+        .send()
+        .await
+        .unwrap()
+        .state_machine_arn
+        .clone();
+    let history = SfnHistory::new(&w.deps.audit.aws, TEST_REGION).await;
+    let held = || async {
+        w.deps
+            .audit
+            .store
+            .lock_state()
+            .await
+            .unwrap()
+            .and_then(|l| l.holder)
+    };
+    let out = sweep(&w.deps.audit, &history, &machine, Utc::now())
+        .await
+        .unwrap();
+    assert!(matches!(out, AuditOutcome::Skipped { .. }), "{out:?}");
+    assert_eq!(
+        held().await.as_deref(),
+        Some(w.incident.as_str()),
+        "left to its own audit"
+    );
+    let later = Utc::now() + GRACE + Duration::minutes(1);
+    let out = sweep(&w.deps.audit, &history, &machine, later)
+        .await
+        .unwrap();
+    let AuditOutcome::Audited { lock, status, .. } = out else {
+        panic!("{out:?}")
+    };
+    assert_eq!(status, "FAILED");
+    assert!(matches!(lock, ReleaseOutcome::Released { .. }), "{lock:?}");
+    assert_eq!(held().await, None);
+    let r = stored_report(&w).await;
+    assert_eq!(r.summary.outcome, handover::report::Outcome::Failed);
+    let out = sweep(&w.deps.audit, &history, &machine, later)
+        .await
+        .unwrap();
+    assert!(
+        matches!(&out, AuditOutcome::Skipped { status } if status.starts_with("nothing left behind")),
+        "{out:?}"
+    );
+    // The Slack summary says it was late.
+    assert!(
+        w.slack
+            .messages()
+            .iter()
+            .any(|m| m.body.to_string().contains("Late audit")),
+        "no late-audit summary"
+    );
+}
+
+/// The handler takes the sweep's Scheduler payload, and refuses an
+/// EventBridge rule's scheduled payload with the reason.
+#[tokio::test]
+async fn the_sweeps_schedule_is_accepted_and_a_rule_payload_is_refused() {
+    let w = world().await;
+    let out = handler(serde_json::from_str(SWEEP).unwrap(), &w.deps)
+        .await
+        .unwrap();
+    assert!(matches!(out, AuditOutcome::Skipped { .. }), "{out:?}");
+    let mut rule: Value = serde_json::from_str(SWEEP).unwrap();
+    rule["source"] = json!("aws.events");
+    rule["detail"] = json!({});
+    let err = handler(rule, &w.deps).await.unwrap_err();
+    assert_eq!(err.name, ErrorName::InvalidInput);
+    assert!(
+        err.message.contains("EventBridge Scheduler"),
+        "{}",
+        err.message
+    );
 }

@@ -1,0 +1,121 @@
+//! The sweep: audit on its own schedule, for a run whose audit never completed.
+//!
+//! audit normally runs on the run's terminal status (an EventBridge rule,
+//! retried by EventBridge, then twice by Lambda). When every delivery fails
+//! (audit throttled, S3 or DynamoDB down for the hour), the event lands in the
+//! alarmed failure queue and nothing replays it: the lock stays held, and a
+//! transition left by a run that fenced P makes every later run `Refused` at
+//! the fence. The sweep reads the state store instead of trusting that the
+//! event arrived. It takes the execution that holds the transition or the
+//! lock; if that execution has ended, and ended more than [`GRACE`] ago (its
+//! own audit may still be on its way), it runs the very audit the event would
+//! have run: compensation, post-checks, the report, the lock release.
+
+use super::audit::{AuditDeps, AuditError, AuditOutcome, Trigger, audit_for};
+use super::sources::{ExecutionHistory, ExecutionLookup};
+use chrono::{DateTime, Utc};
+use tracing::{info, warn};
+
+/// How long after a run ended the sweep leaves it to its own audit: longer
+/// than EventBridge's and Lambda's retries of the status change take to
+/// succeed in the common case (Lambda retries an asynchronous invocation
+/// after about 1 and 2 minutes).
+pub const GRACE: chrono::Duration = chrono::Duration::minutes(10);
+
+/// One sweep. `state_machine_arn` names the lock holder's execution.
+///
+/// - The lock holder's run ended more than [`GRACE`] ago: its audit never
+///   completed; run it now (late), exactly as the event would have.
+/// - A transition is left by a run that ended and was audited (it no longer
+///   holds the lock): its compensation left it for a person, typically a
+///   promotion still under way when the run gave up (`PromotionStuck`).
+///   Compensate again: once S's promotion has finished, the record moves to
+///   S; a promotion that never finishes stays for a person.
+pub async fn sweep<S: ExecutionHistory + ExecutionLookup>(
+    deps: &AuditDeps,
+    sfn: &S,
+    state_machine_arn: &str,
+    now: DateTime<Utc>,
+) -> Result<AuditOutcome, AuditError> {
+    let transition = deps.store.primary().await?.and_then(|r| r.transition);
+    let holder = deps.store.lock_state().await?.and_then(|l| l.holder);
+    let held = holder
+        .as_ref()
+        .map(|h| crate::adapters::sfn::execution_arn(state_machine_arn, h));
+    let mut notes = Vec::new();
+    if let Some(arn) = &held {
+        match ended(sfn, arn).await? {
+            Ended::Since(stopped, status) if now - stopped >= GRACE => {
+                warn!(execution = %arn, status = %status.status, "a run ended and its audit never completed: auditing it now");
+                return audit_for(deps, sfn, &status, now, Trigger::Sweep)
+                    .await
+                    .map(|(outcome, _)| outcome);
+            }
+            Ended::Since(..) => {
+                notes.push(format!("{arn} ended moments ago: left to its own audit"))
+            }
+            Ended::Running => notes.push(format!("{arn} is running")),
+            Ended::Missing => {
+                // A lock taken for a run that never started: its lease ends it.
+                warn!(execution = %arn, "the lock holder's execution does not exist; left to the lease");
+                notes.push(format!("{arn} does not exist: left to the lock's lease"));
+            }
+        }
+    }
+    if let Some(t) = transition.filter(|t| held.as_ref() != Some(&t.execution)) {
+        if let Ended::Since(_, status) = ended(sfn, &t.execution).await? {
+            let (_, input) = sfn.describe(&t.execution).await?;
+            let input: crate::execution::ExecutionInput =
+                serde_json::from_str(&input).map_err(super::ReportError::Input)?;
+            let plan = &input.plan;
+            let (p_rds, s_rds) = (
+                crate::adapters::Rds::new(&deps.aws, &plan.regions.primary.region).await,
+                crate::adapters::Rds::new(&deps.aws, &plan.regions.standby.region).await,
+            );
+            let compensation = crate::failover::compensate::compensate(
+                plan,
+                &deps.store,
+                &t.execution,
+                &p_rds,
+                &s_rds,
+                now,
+            )
+            .await;
+            info!(execution = %t.execution, status = %status.status, compensation = ?compensation, "reconciled a transition its ended run left");
+            return Ok(AuditOutcome::Reconciled {
+                execution: t.execution,
+                compensation,
+            });
+        }
+        notes.push(format!("the transition's run {} is running", t.execution));
+    }
+    Ok(AuditOutcome::Skipped {
+        status: if notes.is_empty() {
+            "nothing left behind: no transition, lock free".into()
+        } else {
+            notes.join("; ")
+        },
+    })
+}
+
+enum Ended {
+    Since(DateTime<Utc>, super::audit::ExecutionStatusChange),
+    Running,
+    Missing,
+}
+
+async fn ended<S: ExecutionLookup>(sfn: &S, arn: &str) -> Result<Ended, AuditError> {
+    let status = match sfn.describe(arn).await {
+        Ok((status, _)) => status,
+        Err(e) if e.code() == Some("ExecutionDoesNotExist") => return Ok(Ended::Missing),
+        Err(e) => return Err(e.into()),
+    };
+    if !status.is_terminal() {
+        return Ok(Ended::Running);
+    }
+    let stopped = status
+        .stop_date
+        .and_then(DateTime::<Utc>::from_timestamp_millis)
+        .unwrap_or(DateTime::<Utc>::MIN_UTC);
+    Ok(Ended::Since(stopped, status))
+}
