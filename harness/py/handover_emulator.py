@@ -351,6 +351,28 @@ def route53_healthy(share: float) -> bool:
     return round(share * len(CHECKERS)) / len(CHECKERS) > 0.18
 
 
+def check_healthy(check: str, share: float) -> bool:
+    """A health check's status as failover routing uses it: the checkers'
+    verdict, then the check's own settings (Route 53 API Reference,
+    HealthCheckConfig): a `Disabled` check is always healthy, and `Inverted`
+    flips the status, so Disabled + Inverted is always unhealthy (how an
+    operator stops traffic to a record whatever its endpoint does)."""
+    healthy = route53_healthy(share)
+    try:
+        from moto.core import DEFAULT_ACCOUNT_ID
+        from moto.route53.models import route53_backends
+
+        hc = route53_backends[DEFAULT_ACCOUNT_ID]["global"].health_checks.get(check)
+    except Exception:  # noqa: BLE001 (no such check in moto: the checkers decide)
+        hc = None
+    if hc is not None:
+        if hc.disabled:
+            healthy = True
+        if hc.inverted:
+            healthy = not healthy
+    return healthy
+
+
 RESPAWNED: list = []  # processes the router started in place of killed ones
 
 
@@ -938,7 +960,8 @@ def resolve(rrset_xml: str, name: str, rtype: str, world: World) -> list[str]:
             values = [alias.findtext("r:DNSName", "", ns)]
         check = rs.findtext("r:HealthCheckId", "", ns)
         with world.lock:
-            healthy = route53_healthy(world.health.get(check, 1.0)) if check else True
+            share = world.health.get(check, 1.0)
+        healthy = check_healthy(check, share) if check else True
         failover = rs.findtext("r:Failover", "", ns)
         entry = (values, healthy)
         if failover == "PRIMARY":

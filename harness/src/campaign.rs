@@ -693,6 +693,7 @@ impl Campaign {
         r53.update_health_check()
             .health_check_id(&p.health_check_id)
             .inverted(false)
+            .disabled(false)
             .send()
             .await?;
         self.p_app.set_status(200);

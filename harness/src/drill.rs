@@ -876,6 +876,29 @@ impl Drill {
                     "DNS does not answer S: {:?}",
                     answers.record_data()
                 );
+                // Handover's lever holds: P's app answering again (its
+                // health check green) does not send users back to a fenced P.
+                self.p_app.set_status(200);
+                tokio::time::sleep(Duration::from_millis(1500)).await;
+                let again = self
+                    .aws
+                    .route53()
+                    .await
+                    .test_dns_answer()
+                    .hosted_zone_id(&self.plan.dns.hosted_zone_id)
+                    .record_name(&self.plan.dns.record_name)
+                    .record_type(aws_sdk_route53::types::RrType::Cname)
+                    .send()
+                    .await?;
+                anyhow::ensure!(
+                    again
+                        .record_data()
+                        .iter()
+                        .any(|a| a == &self.plan.dns.standby_target),
+                    "P answers again and DNS went back to it: {:?}",
+                    again.record_data()
+                );
+                self.say("checked: P's app answers again and DNS stays on S (P's health check pinned: Disabled + Inverted)");
                 // The canary dialled 127.0.0.1 and verified TLS against S's
                 // endpoint as RDS reports it: the write reached S's instance.
                 let s_endpoint = self

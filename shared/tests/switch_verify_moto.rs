@@ -2,18 +2,18 @@
 //! (the app, an ARC cluster), and a real PostgreSQL for the write canary.
 
 use chrono::Utc;
-use handover::adapters::Route53;
 use handover::aws::Aws;
 use handover::error::{Classify, ErrorName};
 use handover::failover::canary::SecretsManager;
 use handover::failover::switch::{ArcClusters, Route53Control, Ssm, SwitchDeps, switch};
 use handover::failover::verify::{Backoff, VerifyDeps, verify};
 use handover::plan::{ArcEndpoint, Canary, Plan, SwitchMode, WriterEndpoint};
+use handover::store::Store;
 use handover_testkit::app::App;
 use handover_testkit::world::{
     provision_dns, put_db_secret, run_state, test_postgres, test_postgres_cas, unique_plan,
 };
-use handover_testkit::{aws, control};
+use handover_testkit::{aws, control, fresh_store};
 use serde_json::json;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -25,24 +25,69 @@ async fn dns_plan(aws: &Aws) -> Plan {
     plan
 }
 
+const EXECUTION: &str = "arn:aws:states:ap-northeast-1:123456789012:execution:handover:inc-switch";
+
+/// A state store whose record says `EXECUTION` completed the failover to S
+/// (epoch 2), as promote leaves it before switch runs.
+async fn promoted_store(aws: &Aws, plan: &Plan) -> Store {
+    let store = fresh_store(aws).await;
+    let (p, s) = (&plan.regions.primary, &plan.regions.standby);
+    let now = Utc::now();
+    store
+        .init_primary(&p.region, &p.db_instance_id, now)
+        .await
+        .unwrap();
+    store
+        .begin_fencing(1, EXECUTION, &s.region, now)
+        .await
+        .unwrap();
+    store
+        .claim_promotion(1, EXECUTION, (4.0, now), now)
+        .await
+        .unwrap();
+    store.mark_promote_called(1, EXECUTION, now).await.unwrap();
+    store
+        .complete_promotion(1, EXECUTION, &s.region, &s.db_instance_id, now)
+        .await
+        .unwrap();
+    store
+}
+
 async fn run_switch(aws: &Aws, plan: &Plan) -> handover::execution::SwitchResult {
-    let state = run_state(plan, json!({}));
-    let route53 = Route53::new(aws).await;
+    let store = promoted_store(aws, plan).await;
+    try_switch(aws, plan, &store).await.unwrap()
+}
+
+async fn try_switch(
+    aws: &Aws,
+    plan: &Plan,
+    store: &Store,
+) -> Result<handover::execution::SwitchResult, handover::failover::StepError> {
+    let state = run_state(plan, json!({"promotion": promoted()}));
     let control = Route53Control::new(aws).await;
     let arc = ArcClusters::new(aws, &plan.dns.arc_cluster_endpoints).await;
     let ssm = Ssm::new(aws, &plan.regions.standby.region).await;
     let deps = SwitchDeps {
-        health: &route53,
         checks: &control,
         records: &control,
         arc: &arc,
         params: &ssm,
+        store,
     };
-    switch(&state, &deps, Utc::now).await.unwrap()
+    switch(&state, EXECUTION, &deps, Utc::now).await
 }
 
-async fn inverted(aws: &Aws, id: &str) -> bool {
-    aws.route53()
+/// promote's result once S is promoted (epoch 2).
+fn promoted() -> serde_json::Value {
+    let now = Utc::now();
+    json!({"status": "promoted", "rpo_s": 4.0, "lag_sampled_at": now, "promote_started_at": now,
+           "promoted_at": now, "duration_s": 1.0, "epoch": 2, "polls": 1, "db_status": "available"})
+}
+
+/// P's check's (Inverted, Disabled).
+async fn flags(aws: &Aws, id: &str) -> (bool, bool) {
+    let c = aws
+        .route53()
         .await
         .get_health_check()
         .health_check_id(id)
@@ -52,9 +97,27 @@ async fn inverted(aws: &Aws, id: &str) -> bool {
         .health_check
         .unwrap()
         .health_check_config
+        .unwrap();
+    (c.inverted.unwrap_or(false), c.disabled.unwrap_or(false))
+}
+
+async fn inverted(aws: &Aws, id: &str) -> bool {
+    flags(aws, id).await.0
+}
+
+/// What DNS answers for the public name (the router's failover rule).
+async fn answers(aws: &Aws, plan: &Plan) -> Vec<String> {
+    aws.route53()
+        .await
+        .test_dns_answer()
+        .hosted_zone_id(&plan.dns.hosted_zone_id)
+        .record_name(&plan.dns.record_name)
+        .record_type(aws_sdk_route53::types::RrType::Cname)
+        .send()
+        .await
         .unwrap()
-        .inverted
-        .unwrap_or(false)
+        .record_data()
+        .to_vec()
 }
 
 async fn cname(aws: &Aws, zone: &str, name: &str) -> Vec<String> {
@@ -73,8 +136,103 @@ async fn cname(aws: &Aws, zone: &str, name: &str) -> Vec<String> {
         .collect()
 }
 
+/// Issue 12, scenario 5: the lever holds S whatever P's endpoint does. With
+/// P's check failing, Route 53 already answers S; once P's endpoint answers
+/// again it would send users back to a fenced P, unless Handover pins it.
 #[tokio::test]
-async fn health_check_failover_inverts_a_green_check_and_moves_the_writer() {
+async fn health_check_failover_pins_s_even_when_ps_endpoint_answers_again() {
+    let aws = aws();
+    let plan = dns_plan(&aws).await;
+    let p_check = plan.regions.primary.health_check_id.clone();
+    control("health", json!({ &p_check: false })).await; // P down: DNS answers S
+    assert_eq!(
+        answers(&aws, &plan).await,
+        vec![plan.dns.standby_target.clone()]
+    );
+    let out = run_switch(&aws, &plan).await;
+    assert_eq!(
+        flags(&aws, &p_check).await,
+        (true, true),
+        "Disabled + Inverted"
+    );
+    let pin = out
+        .changes
+        .iter()
+        .find(|c| c.what.contains("health_check"))
+        .expect("the pin is reported");
+    assert_eq!(
+        pin.previous.as_deref(),
+        Some("inverted=false, disabled=false")
+    );
+    // P's endpoint answers again: DNS stays on S.
+    control("health", json!({ &p_check: true })).await;
+    assert_eq!(
+        answers(&aws, &plan).await,
+        vec![plan.dns.standby_target.clone()]
+    );
+    // The writer moved first.
+    assert!(
+        out.changes[0].what.contains("(writer)"),
+        "{:?}",
+        out.changes
+    );
+}
+
+/// A re-run (the first attempt's answer lost after it acted, or a crash)
+/// finds every change made and still reports the values failback needs:
+/// they were recorded in the state store before each change.
+#[tokio::test]
+async fn a_rerun_of_switch_reports_the_values_recorded_before_the_first_attempt() {
+    let aws = aws();
+    let plan = dns_plan(&aws).await;
+    let store = promoted_store(&aws, &plan).await;
+    let first = try_switch(&aws, &plan, &store).await.unwrap();
+    let again = try_switch(&aws, &plan, &store).await.unwrap();
+    assert_eq!(first.changes.len(), 2, "{:?}", first.changes);
+    assert_eq!(
+        first
+            .changes
+            .iter()
+            .map(|c| (&c.what, &c.previous))
+            .collect::<Vec<_>>(),
+        again
+            .changes
+            .iter()
+            .map(|c| (&c.what, &c.previous))
+            .collect::<Vec<_>>(),
+        "the re-run lost what was there before"
+    );
+    let rec = store.primary().await.unwrap().unwrap();
+    assert_eq!(rec.switch_previous.len(), 2, "{:?}", rec.switch_previous);
+}
+
+/// Both moves are attempted: traffic failing does not keep the writer on P,
+/// and the run fails (so the state machine retries) with the error.
+#[tokio::test]
+async fn the_writer_moves_even_when_the_traffic_lever_fails() {
+    let aws = aws();
+    let mut plan = dns_plan(&aws).await;
+    plan.regions.primary.health_check_id = "00000000-0000-0000-0000-000000000000".into();
+    let store = promoted_store(&aws, &plan).await;
+    let err = try_switch(&aws, &plan, &store).await.unwrap_err();
+    assert!(err.to_string().contains("UpdateHealthCheck"), "{err}");
+    let WriterEndpoint::Cname {
+        hosted_zone_id,
+        name,
+        standby_target,
+    } = &plan.dns.writer
+    else {
+        panic!()
+    };
+    assert_eq!(
+        cname(&aws, hosted_zone_id, name).await,
+        vec![standby_target.clone()],
+        "the writer moved"
+    );
+}
+
+#[tokio::test]
+async fn health_check_failover_pins_a_green_check_and_moves_the_writer() {
     let aws = aws();
     let plan = dns_plan(&aws).await;
     let p_check = plan.regions.primary.health_check_id.clone();
@@ -94,30 +252,17 @@ async fn health_check_failover_inverts_a_green_check_and_moves_the_writer() {
         vec![standby_target.clone()]
     );
     assert_eq!(out.changes.len(), 2, "{:?}", out.changes);
-    assert_eq!(out.changes[0].previous.as_deref(), Some("false"));
+    assert_eq!(
+        out.changes[0].previous.as_deref(),
+        Some("p-db.ap-northeast-2.rds.amazonaws.com")
+    );
     assert_eq!(
         out.changes[1].previous.as_deref(),
-        Some("p-db.ap-northeast-2.rds.amazonaws.com")
+        Some("inverted=false, disabled=false")
     );
     // The public failover records are untouched.
     let public = cname(&aws, &plan.dns.hosted_zone_id, &plan.dns.record_name).await;
     assert_eq!(public.len(), 2);
-}
-
-#[tokio::test]
-async fn health_check_failover_leaves_a_failing_check_alone() {
-    let aws = aws();
-    let plan = dns_plan(&aws).await;
-    let p_check = plan.regions.primary.health_check_id.clone();
-    control("health", json!({ &p_check: false })).await;
-    let out = run_switch(&aws, &plan).await;
-    assert!(!inverted(&aws, &p_check).await);
-    assert_eq!(
-        out.changes.len(),
-        1,
-        "only the writer moved: {:?}",
-        out.changes
-    );
 }
 
 #[tokio::test]
@@ -167,9 +312,9 @@ async fn record_upsert_points_the_public_name_at_s_and_an_ssm_writer() {
         .value
         .unwrap();
     assert_eq!(now, "s-db.example");
-    assert_eq!(out.changes[0].previous, None, "there was no record before");
-    assert_eq!(out.changes[1].previous.as_deref(), Some("p-db.example"));
-    // Idempotent: a second switch changes nothing.
+    assert_eq!(out.changes[0].previous.as_deref(), Some("p-db.example"));
+    assert_eq!(out.changes[1].previous, None, "there was no record before");
+    // Idempotent: a second switch by another run changes nothing.
     assert!(run_switch(&aws, &plan).await.changes.is_empty());
 }
 

@@ -1,7 +1,6 @@
 //! Parse the task payload, move traffic and writers to S.
 
 use chrono::Utc;
-use handover::adapters::Route53;
 use handover::aws::Aws;
 use handover::error::FunctionError;
 use handover::execution::{SwitchResult, TaskInput};
@@ -10,20 +9,20 @@ use handover::failover::switch::{ArcClusters, Route53Control, Ssm, SwitchDeps, s
 /// Built once per container.
 pub struct Deps {
     aws: Aws,
-    route53: Route53,
     control: Route53Control,
+    store: handover::store::Store,
 }
 
 impl Deps {
-    /// Nothing but the SDK's own settings.
+    /// `TABLE_NAME` and `AWS_REGION` (the table lives in the function's Region).
     pub async fn from_env() -> Result<Self, FunctionError> {
         let aws = Aws::new();
-        let route53 = Route53::new(&aws).await;
         let control = Route53Control::new(&aws).await;
+        let store = handover::store::Store::from_env(&aws).await?;
         Ok(Deps {
             aws,
-            route53,
             control,
+            store,
         })
     }
 }
@@ -35,13 +34,13 @@ pub async fn handler(event: serde_json::Value, deps: &Deps) -> Result<SwitchResu
     let arc = ArcClusters::new(&deps.aws, &plan.dns.arc_cluster_endpoints).await;
     let ssm = Ssm::new(&deps.aws, &plan.regions.standby.region).await;
     let sd = SwitchDeps {
-        health: &deps.route53,
         checks: &deps.control,
         records: &deps.control,
         arc: &arc,
         params: &ssm,
+        store: &deps.store,
     };
-    Ok(switch(&task.state, &sd, Utc::now).await?)
+    Ok(switch(&task.state, &task.execution, &sd, Utc::now).await?)
 }
 
 #[cfg(test)]

@@ -1,33 +1,48 @@
 //! Switch: make clients and writers use S.
 //!
-//! Traffic moves by the plan's mode, preferring data-plane mechanisms:
-//! Route 53 health-check failover (confirm P's check fails; if it does not,
-//! invert it), ARC routing controls, or a record UPSERT as the fallback. Then
-//! the writer endpoint moves: a private CNAME or an SSM parameter. Every
-//! change is reported with its previous value, for failback.
+//! The writer endpoint moves first (a private CNAME or an SSM parameter),
+//! then traffic, by the plan's mode. Each mode is a lever Handover holds
+//! until failback, so traffic cannot drift back to a fenced P:
+//! - `routing_control`: ARC routing controls, S on then P off. The cluster
+//!   endpoints are ARC's data plane: AWS's recommended failover lever.
+//! - `health_check_failover`: P's failover-record health check is set
+//!   `Disabled` + `Inverted`, which Route 53 reads as unhealthy whatever P's
+//!   endpoint does (Route 53 API Reference, HealthCheckConfig). This is one
+//!   control-plane call (UpdateHealthCheck, us-east-1). Route 53 may already
+//!   answer S on its own, since P's check fails; the pin keeps it there once
+//!   P's endpoint answers again. Reading the settings first is only for the
+//!   record; if that read fails, the pin still goes ahead.
+//! - `record_upsert`: the public record is UPSERTed to S (control plane).
+//!
+//! Every value is recorded in the state store before it is replaced
+//! (`switch_previous`), for failback and the report, and a re-run reports it.
 
 use super::StepError;
-use crate::adapters::{AwsError, HealthChecks, bounded, call_error};
+use crate::adapters::{AwsError, bounded, call_error};
 use crate::aws::Aws;
 use crate::execution::{Change, ExecutionState, SwitchResult};
 use crate::plan::{SwitchMode, WriterEndpoint};
+use crate::store::Store;
 use chrono::{DateTime, Utc};
 use std::time::Duration;
 use tracing::{info, instrument};
 
-/// Invert a health check (route53:GetHealthCheck, route53:UpdateHealthCheck).
+/// A health check's `Inverted` and `Disabled` settings
+/// (route53:GetHealthCheck, route53:UpdateHealthCheck).
 pub trait HealthCheckControl {
-    /// Current `Inverted` flag and version.
-    fn inverted(
+    /// Current (`Inverted`, `Disabled`).
+    fn flags(
         &self,
         id: &str,
-    ) -> impl std::future::Future<Output = Result<(bool, i64), AwsError>> + Send;
-    /// Set `Inverted`, conditional on `version` (Route 53 refuses a stale version).
-    fn set_inverted(
+        budget: Duration,
+    ) -> impl std::future::Future<Output = Result<(bool, bool), AwsError>> + Send;
+    /// Set both. Absolute values, so no version condition is needed.
+    fn set_flags(
         &self,
         id: &str,
-        version: i64,
         inverted: bool,
+        disabled: bool,
+        budget: Duration,
     ) -> impl std::future::Future<Output = Result<(), AwsError>> + Send;
 }
 
@@ -100,38 +115,52 @@ impl Route53Control {
 
 impl HealthCheckControl for Route53Control {
     #[instrument(skip(self))]
-    async fn inverted(&self, id: &str) -> Result<(bool, i64), AwsError> {
-        let out = self
-            .client
-            .get_health_check()
-            .health_check_id(id)
-            .send()
-            .await
-            .map_err(|e| call_error("route53", "GetHealthCheck", R53, e))?;
-        let hc = out.health_check.ok_or_else(|| AwsError::Shape {
-            service: "route53",
-            op: "GetHealthCheck",
-            region: R53.into(),
-            problem: format!("health check {id} missing"),
-        })?;
-        let inverted = hc
-            .health_check_config()
-            .and_then(|c| c.inverted())
-            .unwrap_or(false);
-        Ok((inverted, hc.health_check_version))
+    async fn flags(&self, id: &str, budget: Duration) -> Result<(bool, bool), AwsError> {
+        bounded("route53", "GetHealthCheck", R53, budget, async {
+            let out = self
+                .client
+                .get_health_check()
+                .health_check_id(id)
+                .send()
+                .await
+                .map_err(|e| call_error("route53", "GetHealthCheck", R53, e))?;
+            let config = out
+                .health_check
+                .and_then(|hc| hc.health_check_config)
+                .ok_or_else(|| AwsError::Shape {
+                    service: "route53",
+                    op: "GetHealthCheck",
+                    region: R53.into(),
+                    problem: format!("health check {id} missing"),
+                })?;
+            Ok((
+                config.inverted().unwrap_or(false),
+                config.disabled().unwrap_or(false),
+            ))
+        })
+        .await
     }
 
     #[instrument(skip(self))]
-    async fn set_inverted(&self, id: &str, version: i64, inverted: bool) -> Result<(), AwsError> {
-        self.client
-            .update_health_check()
-            .health_check_id(id)
-            .health_check_version(version)
-            .inverted(inverted)
-            .send()
-            .await
-            .map_err(|e| call_error("route53", "UpdateHealthCheck", R53, e))?;
-        Ok(())
+    async fn set_flags(
+        &self,
+        id: &str,
+        inverted: bool,
+        disabled: bool,
+        budget: Duration,
+    ) -> Result<(), AwsError> {
+        bounded("route53", "UpdateHealthCheck", R53, budget, async {
+            self.client
+                .update_health_check()
+                .health_check_id(id)
+                .inverted(inverted)
+                .disabled(disabled)
+                .send()
+                .await
+                .map_err(|e| call_error("route53", "UpdateHealthCheck", R53, e))?;
+            Ok(())
+        })
+        .await
     }
 }
 
@@ -342,10 +371,8 @@ impl RoutingControls for ArcClusters {
 }
 
 /// The capabilities switch uses.
-pub struct SwitchDeps<'a, H, C, R, A, P> {
-    /// Health-check status (to confirm P's check is failing).
-    pub health: &'a H,
-    /// Health-check inversion.
+pub struct SwitchDeps<'a, C, R, A, P> {
+    /// Health-check settings (the traffic lever of `health_check_failover`).
     pub checks: &'a C,
     /// Record sets (public and private zones).
     pub records: &'a R,
@@ -353,71 +380,247 @@ pub struct SwitchDeps<'a, H, C, R, A, P> {
     pub arc: &'a A,
     /// SSM parameters in S.
     pub params: &'a P,
+    /// The state store: each value is recorded there before it is replaced.
+    pub store: &'a Store,
 }
 
-/// Switch traffic and writers to S.
-pub async fn switch<H, C, R, A, P>(
+/// The settings that pin failover routing to S: a `Disabled` check is
+/// always healthy and `Inverted` flips that, so P's check is unhealthy
+/// whatever P's endpoint does, until failback puts them back.
+const PINNED: (bool, bool) = (true, true);
+
+/// Switch traffic and writers to S: the writer first (every second it points
+/// at a read-only replica is a second of failed writes), then traffic. Both
+/// moves are attempted whatever happens to the other; each value is recorded
+/// in the state store before it is replaced, so a re-run (after a timeout
+/// waiting for INSYNC, or a crash) reports what failback must restore.
+pub async fn switch<C, R, A, P>(
     state: &ExecutionState,
-    deps: &SwitchDeps<'_, H, C, R, A, P>,
+    execution: &str,
+    deps: &SwitchDeps<'_, C, R, A, P>,
     now: impl Fn() -> DateTime<Utc>,
 ) -> Result<SwitchResult, StepError>
 where
-    H: HealthChecks,
     C: HealthCheckControl,
     R: RecordSets,
     A: RoutingControls,
     P: Parameters,
 {
     let plan = &state.input.plan;
+    let promotion: crate::execution::PromotionResult = state
+        .require("promotion")
+        .map_err(|e| StepError::Precondition(e.message))?;
+    let epoch = promotion.epoch.ok_or_else(|| {
+        StepError::Precondition("switch runs only after the promotion completed".into())
+    })?;
+    let ledger = Ledger {
+        store: deps.store,
+        epoch,
+        execution,
+        now: &now,
+    };
+    let mut changes = Vec::new();
+    let writer = move_writer(plan, deps, &ledger, &mut changes).await;
+    let traffic = move_traffic(plan, deps, &ledger, &mut changes).await;
+    match (writer, traffic) {
+        (Ok(()), Ok(())) => {}
+        (w, t) => {
+            for (what, r) in [("the writer endpoint", &w), ("traffic", &t)] {
+                if let Err(e) = r {
+                    tracing::warn!(error = %crate::error::chain(e), "switch: {what} did not move");
+                }
+            }
+            return Err(w.err().or(t.err()).expect("one of them failed"));
+        }
+    }
+    let switched_at = now();
+    info!(incident = %state.input.incident_id, mode = ?plan.dns.switch_mode, changes = changes.len(), "traffic and writers point at S");
+    Ok(SwitchResult {
+        mode: plan.dns.switch_mode,
+        switched_at,
+        changes,
+    })
+}
+
+/// Where switch records each value before replacing it.
+struct Ledger<'a, N> {
+    store: &'a Store,
+    epoch: i64,
+    execution: &'a str,
+    now: &'a N,
+}
+
+impl<N: Fn() -> DateTime<Utc>> Ledger<'_, N> {
+    /// Record `current` as what `what` was before the switch (first value
+    /// kept) and return the value on record.
+    async fn before(&self, what: &str, current: Option<&str>) -> Result<Option<String>, StepError> {
+        match self
+            .store
+            .record_switch_previous(self.epoch, self.execution, what, current, (self.now)())
+            .await?
+        {
+            Some(on_record) => Ok(on_record),
+            None => Err(StepError::Refused(format!(
+                "the primary record is no longer epoch {} of this execution: another run moved it",
+                self.epoch
+            ))),
+        }
+    }
+
+    /// `what` is already at `target`: report the change with the value on
+    /// record, if an earlier attempt of this run made it.
+    async fn already(
+        &self,
+        what: &str,
+        target: &str,
+        changes: &mut Vec<Change>,
+    ) -> Result<(), StepError> {
+        let rec = self.store.primary().await?;
+        if let Some(previous) = rec
+            .filter(|r| {
+                r.epoch == self.epoch && r.last_execution.as_deref() == Some(self.execution)
+            })
+            .and_then(|r| r.switch_previous.get(what).cloned())
+        {
+            changes.push(Change {
+                what: what.to_owned(),
+                previous,
+                now: target.to_owned(),
+            });
+        }
+        Ok(())
+    }
+}
+
+async fn move_writer<C, R, A, P, N>(
+    plan: &crate::plan::Plan,
+    deps: &SwitchDeps<'_, C, R, A, P>,
+    ledger: &Ledger<'_, N>,
+    changes: &mut Vec<Change>,
+) -> Result<(), StepError>
+where
+    R: RecordSets,
+    P: Parameters,
+    N: Fn() -> DateTime<Utc>,
+{
+    let budget = Duration::from_millis(plan.timings.call_timeout_ms);
+    match &plan.dns.writer {
+        WriterEndpoint::Cname {
+            hosted_zone_id,
+            name,
+            standby_target,
+        } => {
+            let what = format!("route53:{hosted_zone_id}:{name} CNAME (writer)");
+            let current = deps.records.value(hosted_zone_id, name, "CNAME").await?;
+            if same_name(current.as_deref(), standby_target) {
+                return ledger.already(&what, standby_target, changes).await;
+            }
+            let previous = ledger.before(&what, current.as_deref()).await?;
+            deps.records
+                .upsert(hosted_zone_id, name, "CNAME", standby_target, budget * 6)
+                .await?;
+            changes.push(Change {
+                what,
+                previous,
+                now: standby_target.clone(),
+            });
+        }
+        WriterEndpoint::SsmParameter {
+            name,
+            standby_value,
+        } => {
+            let what = format!("ssm:{name} (writer)");
+            let current = deps.params.get(name).await?;
+            if current.as_deref() == Some(standby_value.as_str()) {
+                return ledger.already(&what, standby_value, changes).await;
+            }
+            let previous = ledger.before(&what, current.as_deref()).await?;
+            deps.params.put(name, standby_value).await?;
+            changes.push(Change {
+                what,
+                previous,
+                now: standby_value.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
+async fn move_traffic<C, R, A, P, N>(
+    plan: &crate::plan::Plan,
+    deps: &SwitchDeps<'_, C, R, A, P>,
+    ledger: &Ledger<'_, N>,
+    changes: &mut Vec<Change>,
+) -> Result<(), StepError>
+where
+    C: HealthCheckControl,
+    R: RecordSets,
+    A: RoutingControls,
+    N: Fn() -> DateTime<Utc>,
+{
     let dns = &plan.dns;
     let budget = Duration::from_millis(plan.timings.call_timeout_ms);
-    let mut changes = Vec::new();
     match dns.switch_mode {
         SwitchMode::HealthCheckFailover => {
+            // Route 53 may already answer S (P's check failing), but only for
+            // as long as P's endpoint stays down: when it answers again,
+            // failover routing would send users back to a fenced P. So
+            // Handover always pins: P's check Disabled + Inverted.
             let id = &plan.regions.primary.health_check_id;
-            let share = deps
-                .health
-                .healthy_share(id, budget)
-                .await
-                .ok()
-                .map(|(s, _)| s);
-            let failing = share.is_some_and(|s| s < plan.detection.healthy_share_below);
-            let (inverted, version) = deps.checks.inverted(id).await?;
-            if !failing && !inverted {
-                // P's check is green (e.g. app dead, check shallow): force failover.
-                deps.checks.set_inverted(id, version, true).await?;
-                changes.push(Change {
-                    what: format!("route53:health_check:{id}:inverted"),
-                    previous: Some("false".into()),
-                    now: "true".into(),
-                });
-            } else {
-                info!(health_check = %id, ?share, inverted, "P's health check already fails: Route 53 answers with S");
+            let what = format!("route53:health_check:{id} (inverted, disabled)");
+            let shown = |(i, d): (bool, bool)| format!("inverted={i}, disabled={d}");
+            // Reading the settings is for the record only: when it fails,
+            // pin anyway and record them as unknown.
+            let current = match deps.checks.flags(id, budget).await {
+                Ok(f) => Some(f),
+                Err(e) => {
+                    tracing::warn!(error = %crate::error::chain(&e), "P's health-check settings unreadable; pinning anyway");
+                    None
+                }
+            };
+            let target = shown(PINNED);
+            if current == Some(PINNED) {
+                return ledger.already(&what, &target, changes).await;
             }
+            let previous = ledger
+                .before(
+                    &what,
+                    Some(&current.map_or_else(|| "unknown".to_owned(), shown)),
+                )
+                .await?;
+            deps.checks
+                .set_flags(id, PINNED.0, PINNED.1, budget)
+                .await?;
+            changes.push(Change {
+                what,
+                previous,
+                now: target,
+            });
         }
         SwitchMode::RecordUpsert => {
-            let previous = deps
+            let what = format!("route53:{}:{} CNAME", dns.hosted_zone_id, dns.record_name);
+            let current = deps
                 .records
                 .value(&dns.hosted_zone_id, &dns.record_name, "CNAME")
                 .await?;
-            if previous.as_deref().map(|v| v.trim_end_matches('.'))
-                != Some(dns.standby_target.trim_end_matches('.'))
-            {
-                deps.records
-                    .upsert(
-                        &dns.hosted_zone_id,
-                        &dns.record_name,
-                        "CNAME",
-                        &dns.standby_target,
-                        budget * 6,
-                    )
-                    .await?;
-                changes.push(Change {
-                    what: format!("route53:{}:{} CNAME", dns.hosted_zone_id, dns.record_name),
-                    previous,
-                    now: dns.standby_target.clone(),
-                });
+            if same_name(current.as_deref(), &dns.standby_target) {
+                return ledger.already(&what, &dns.standby_target, changes).await;
             }
+            let previous = ledger.before(&what, current.as_deref()).await?;
+            deps.records
+                .upsert(
+                    &dns.hosted_zone_id,
+                    &dns.record_name,
+                    "CNAME",
+                    &dns.standby_target,
+                    budget * 6,
+                )
+                .await?;
+            changes.push(Change {
+                what,
+                previous,
+                now: dns.standby_target.clone(),
+            });
         }
         SwitchMode::RoutingControl => {
             let (p, s) = (&plan.regions.primary, &plan.regions.standby);
@@ -427,61 +630,27 @@ where
                     "routing control ARNs missing from the plan".into(),
                 ));
             };
-            // S on before P off: never both off.
-            deps.arc.set(s_arn, true).await?;
-            changes.push(Change {
-                what: format!("arc:{s_arn}"),
-                previous: None,
-                now: "On".into(),
-            });
-            deps.arc.set(p_arn, false).await?;
-            changes.push(Change {
-                what: format!("arc:{p_arn}"),
-                previous: None,
-                now: "Off".into(),
-            });
-        }
-    }
-    match &dns.writer {
-        WriterEndpoint::Cname {
-            hosted_zone_id,
-            name,
-            standby_target,
-        } => {
-            let previous = deps.records.value(hosted_zone_id, name, "CNAME").await?;
-            if previous.as_deref().map(|v| v.trim_end_matches('.'))
-                != Some(standby_target.trim_end_matches('.'))
-            {
-                deps.records
-                    .upsert(hosted_zone_id, name, "CNAME", standby_target, budget * 6)
-                    .await?;
+            // S on before P off: never both off. The states before are not
+            // read (that is another cluster call per control); they are
+            // recorded as what a standing P has, and marked as assumed.
+            for (arn, on, before) in [
+                (s_arn, true, "Off (assumed, not read)"),
+                (p_arn, false, "On (assumed, not read)"),
+            ] {
+                let what = format!("arc:{arn}");
+                let previous = ledger.before(&what, Some(before)).await?;
+                deps.arc.set(arn, on).await?;
                 changes.push(Change {
-                    what: format!("route53:{hosted_zone_id}:{name} CNAME (writer)"),
+                    what,
                     previous,
-                    now: standby_target.clone(),
-                });
-            }
-        }
-        WriterEndpoint::SsmParameter {
-            name,
-            standby_value,
-        } => {
-            let previous = deps.params.get(name).await?;
-            if previous.as_deref() != Some(standby_value.as_str()) {
-                deps.params.put(name, standby_value).await?;
-                changes.push(Change {
-                    what: format!("ssm:{name} (writer)"),
-                    previous,
-                    now: standby_value.clone(),
+                    now: if on { "On" } else { "Off" }.into(),
                 });
             }
         }
     }
-    let switched_at = now();
-    info!(incident = %state.input.incident_id, mode = ?dns.switch_mode, changes = changes.len(), "traffic and writers point at S");
-    Ok(SwitchResult {
-        mode: dns.switch_mode,
-        switched_at,
-        changes,
-    })
+    Ok(())
+}
+
+fn same_name(current: Option<&str>, target: &str) -> bool {
+    current.map(|v| v.trim_end_matches('.')) == Some(target.trim_end_matches('.'))
 }

@@ -18,7 +18,7 @@ pub const FAILBACK: [&str; 6] = [
     "Rebuild replication S → P (a new cross-Region read replica of the new primary in P).",
     "Wait until ReplicaLag ≈ 0.",
     "Verify rows and checksums between S and P (the writes made on S during the incident included).",
-    "Switch back (promote P's replica with approval, repoint traffic and writers).",
+    "Switch back (promote P's replica with approval, repoint the writer, then release Handover's traffic lever: put back each value the switch recorded, e.g. P's health check to its recorded Inverted/Disabled settings, or the routing controls).",
     "Scale S back down to warm standby and restore S → P roles in the plan.",
 ];
 

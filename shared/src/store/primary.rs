@@ -86,6 +86,10 @@ pub struct PrimaryRecord {
     pub promoted_at: Option<DateTime<Utc>>,
     /// The transition of the last completed failover (its RPO, fence groups).
     pub last_transition: Option<Transition>,
+    /// What switch replaced at the last completed failover, recorded before
+    /// each change (`what` -> the value before; `None`: there was none), for
+    /// failback and the report.
+    pub switch_previous: std::collections::BTreeMap<String, Option<String>>,
 }
 
 /// Result of creating the record.
@@ -160,6 +164,19 @@ impl PrimaryRecord {
             updated_at: a.time_ms("updated_ms")?,
             promoted_at: a.opt_time_ms("promoted_ms")?,
             last_transition,
+            switch_previous: match a.opt_map("switch_previous")? {
+                None => Default::default(),
+                Some(m) => m
+                    .iter()
+                    .map(|(what, v)| {
+                        let v = match v {
+                            AttributeValue::M(inner) => Attrs::new(PK, inner).opt_s("value")?,
+                            _ => None,
+                        };
+                        Ok((what.clone(), v))
+                    })
+                    .collect::<Result<_, StoreError>>()?,
+            },
         })
     }
 
@@ -342,6 +359,73 @@ impl Store {
         .await
     }
 
+    /// Record the value a switch change replaces, before the change is made,
+    /// on the failover `execution` completed at `epoch` (the first value is
+    /// kept: a re-run finds its change already made and must not lose what
+    /// failback needs). Returns the value on record: `Some(previous)`, or
+    /// `None` when the record is no longer this execution's epoch.
+    pub async fn record_switch_previous(
+        &self,
+        epoch: i64,
+        execution: &str,
+        what: &str,
+        previous: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Option<String>>, StoreError> {
+        let condition = "attribute_exists(pk) AND epoch = :e AND last_execution = :x";
+        let update = |expr: &str, values: Vec<(&str, AttributeValue)>| {
+            let mut req = self
+                .client()
+                .update_item()
+                .table_name(self.table())
+                .set_key(Some(Self::key(PK)))
+                .update_expression(expr)
+                .condition_expression(condition)
+                .expression_attribute_values(":e", n(epoch))
+                .expression_attribute_values(":x", s(execution))
+                .expression_attribute_values(":now", ms(now))
+                .return_values(ReturnValue::AllNew);
+            for (k, v) in values {
+                req = req.expression_attribute_values(k, v);
+            }
+            req
+        };
+        // The map first (a record promoted before switch_previous existed
+        // has none), then the one entry, if absent.
+        let steps = [
+            update(
+                "SET switch_previous = if_not_exists(switch_previous, :none), updated_ms = :now",
+                vec![(":none", AttributeValue::M(HashMap::new()))],
+            ),
+            update(
+                "SET switch_previous.#w = if_not_exists(switch_previous.#w, :v), updated_ms = :now",
+                vec![(
+                    ":v",
+                    AttributeValue::M(HashMap::from([(
+                        "value".to_owned(),
+                        previous.map_or(AttributeValue::Null(true), s),
+                    )])),
+                )],
+            )
+            .expression_attribute_names("#w", what),
+        ];
+        let mut last = None;
+        for step in steps {
+            match step.send().await {
+                Ok(out) => last = out.attributes,
+                Err(e) => {
+                    return match e.as_service_error() {
+                        Some(UpdateItemError::ConditionalCheckFailedException(_)) => Ok(None),
+                        _ => Err(call_error("UpdateItem", PK, e)),
+                    };
+                }
+            }
+        }
+        let item = last.ok_or_else(|| missing_old("UpdateItem"))?;
+        let rec = PrimaryRecord::from_item(&item)?;
+        Ok(Some(rec.switch_previous.get(what).cloned().flatten()))
+    }
+
     /// Record that P's reboot (ending its sessions) was accepted (first one kept).
     pub async fn record_fence_reboot(
         &self,
@@ -477,7 +561,7 @@ impl Store {
             .set_key(Some(Self::key(PK)))
             .update_expression(
                 "SET epoch = :next, #r = :r, db_instance_id = :db, previous_region = #r, \
-                 last_execution = :x, last_transition = #t, promoted_ms = :now, updated_ms = :now REMOVE #t",
+                 last_execution = :x, last_transition = #t, switch_previous = :none, promoted_ms = :now, updated_ms = :now REMOVE #t",
             )
             .condition_expression(
                 "attribute_exists(pk) AND epoch = :e AND #t.execution = :x AND #t.phase = :promoting",
@@ -491,6 +575,7 @@ impl Store {
             .expression_attribute_values(":x", s(execution))
             .expression_attribute_values(":promoting", s(Phase::Promoting.as_str()))
             .expression_attribute_values(":now", ms(now))
+            .expression_attribute_values(":none", AttributeValue::M(HashMap::new()))
             .return_values(ReturnValue::AllNew)
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
