@@ -401,6 +401,11 @@ pub struct VerifyResult {
     pub read: Check,
     /// The write canary: first success is the write-RTO point.
     pub write: Check,
+    /// The writer endpoint (private CNAME or SSM parameter) names S: the
+    /// canary connects to S's instance endpoint, so it cannot see an app
+    /// still sent to P's name. Absent in runs recorded before this check.
+    #[serde(default)]
+    pub writer: Option<Check>,
     /// When verification started.
     pub started_at: DateTime<Utc>,
 }

@@ -135,6 +135,23 @@ pub struct Dns {
     /// ARC cluster endpoints (switch mode `routing_control`); tried in turn.
     #[serde(default)]
     pub arc_cluster_endpoints: Vec<ArcEndpoint>,
+    /// The public name's records: `cname` (default) or `alias` (A records
+    /// aliasing a load balancer, the common ALB setup).
+    #[serde(default)]
+    pub record_type: RecordType,
+}
+
+/// What the public name's failover records are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecordType {
+    /// CNAME records naming each side's target.
+    #[default]
+    Cname,
+    /// Alias A records to each side's load balancer. Route 53 answers an
+    /// alias with the target's addresses, so verify compares those with the
+    /// addresses `standby_target` resolves to.
+    Alias,
 }
 
 impl Dns {
@@ -687,6 +704,14 @@ impl Plan {
         }
         if let Some(u) = &self.dns.read_url {
             url(u, "dns.read_url")?;
+        }
+        if self.dns.record_type == RecordType::Alias
+            && self.dns.switch_mode == SwitchMode::RecordUpsert
+        {
+            return bad(
+                "dns.record_type",
+                "alias records cannot be switched by record_upsert (it writes a CNAME, and an alias needs the load balancer's own hosted zone id): use health_check_failover or routing_control with alias failover records",
+            );
         }
         if self.dns.switch_mode == SwitchMode::RoutingControl {
             if self.dns.arc_cluster_endpoints.is_empty() {

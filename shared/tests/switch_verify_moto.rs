@@ -427,7 +427,32 @@ async fn verify_plan(aws: &Aws, database: &str) -> (Plan, App) {
     };
     plan.timings.verify_deadline_s = 3;
     control("health", json!({ &plan.regions.primary.health_check_id: false, &plan.regions.standby.health_check_id: true })).await;
+    // The writer endpoint as switch leaves it.
+    move_writer_to_s(aws, &plan).await;
     (plan, app)
+}
+
+async fn move_writer_to_s(aws: &Aws, plan: &Plan) {
+    use handover::failover::switch::RecordSets;
+    let WriterEndpoint::Cname {
+        hosted_zone_id,
+        name,
+        standby_target,
+    } = &plan.dns.writer
+    else {
+        panic!("the test plan's writer is a CNAME")
+    };
+    Route53Control::new(aws)
+        .await
+        .upsert(
+            hosted_zone_id,
+            name,
+            "CNAME",
+            standby_target,
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap();
 }
 
 async fn run_verify(
@@ -439,11 +464,17 @@ async fn run_verify(
     let secrets = SecretsManager::new(aws, &plan.regions.standby.region).await;
     let http = reqwest::Client::new();
     let rds = handover::adapters::Rds::new(aws, &plan.regions.standby.region).await;
+    let ssm = Ssm::new(aws, &plan.regions.standby.region).await;
+    let writer = handover::failover::verify::WriterLookup {
+        records: &control,
+        params: &ssm,
+    };
     let deps = VerifyDeps {
         dns: &control,
         rds: &rds,
         secrets: &secrets,
         http: &http,
+        writer: &writer,
     };
     verify(
         &state,
@@ -462,6 +493,7 @@ async fn verify_passes_with_dns_on_s_a_200_and_a_real_insert() {
     let (plan, _app) = verify_plan(&aws, "handover").await;
     let v = run_verify(&aws, &plan).await.unwrap();
     assert!(v.dns.ok && v.read.ok && v.write.ok);
+    assert!(v.writer.as_ref().is_some_and(|w| w.ok), "{:?}", v.writer);
     assert!(
         v.write.detail.contains("INSERT INTO handover_canary"),
         "{}",
@@ -492,6 +524,40 @@ async fn verify_against_a_read_only_database_retries_then_fails_at_the_deadline(
         elapsed >= Duration::from_secs(2) && elapsed < Duration::from_secs(10),
         "{elapsed:?}"
     );
+}
+
+/// Issue 12, scenario 6: the canary writes to S's instance endpoint, so it
+/// passes even while apps are still sent to P by the writer name: that name
+/// is its own check.
+#[tokio::test]
+async fn verify_fails_when_the_writer_endpoint_still_names_p() {
+    use handover::failover::switch::RecordSets;
+    let aws = aws();
+    let (plan, _app) = verify_plan(&aws, "handover").await;
+    let WriterEndpoint::Cname {
+        hosted_zone_id,
+        name,
+        ..
+    } = &plan.dns.writer
+    else {
+        panic!()
+    };
+    Route53Control::new(&aws)
+        .await
+        .upsert(
+            hosted_zone_id,
+            name,
+            "CNAME",
+            "p-db.ap-northeast-2.rds.amazonaws.com",
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap();
+    let err = run_verify(&aws, &plan).await.unwrap_err();
+    assert_eq!(err.error_name(), ErrorName::VerifyFailed);
+    let text = err.to_string();
+    assert!(text.contains("writer endpoint false"), "{text}");
+    assert!(text.contains("p-db.ap-northeast-2"), "{text}");
 }
 
 #[tokio::test]
@@ -627,4 +693,84 @@ async fn the_canary_verifies_tls_against_s_endpoint_as_rds_reports_it() {
         .await
         .unwrap_err();
     assert!(err.contains("no TLS name to verify"), "{err}");
+}
+
+/// Issue 12, scenario 6: the common ALB setup, alias A failover records. The
+/// health-check lever leaves the records alone, and verify's DNS check asks
+/// for A records and compares them with S's target.
+#[tokio::test]
+async fn alias_failover_records_switch_and_verify() {
+    use aws_sdk_route53::types::{
+        AliasTarget, Change, ChangeAction, ChangeBatch, ResourceRecordSet,
+        ResourceRecordSetFailover, RrType,
+    };
+    let aws = aws();
+    let (mut plan, _app) = verify_plan(&aws, "handover").await;
+    // A second name in the same zone, with alias failover records.
+    let name = format!("alb.{}", plan.dns.record_name.trim_start_matches("app."));
+    let alias = |id: &str, role, target: &str, check: Option<&str>| {
+        let mut b = ResourceRecordSet::builder()
+            .name(&name)
+            .r#type(RrType::A)
+            .set_identifier(id)
+            .failover(role)
+            .alias_target(
+                AliasTarget::builder()
+                    .hosted_zone_id("Z14GRHDCWA56QT") // ALBs' zone in ap-northeast-2 (ELB endpoints table)
+                    .dns_name(target)
+                    .evaluate_target_health(true)
+                    .build()
+                    .unwrap(),
+            );
+        if let Some(c) = check {
+            b = b.health_check_id(c);
+        }
+        Change::builder()
+            .action(ChangeAction::Create)
+            .resource_record_set(b.build().unwrap())
+            .build()
+            .unwrap()
+    };
+    aws.route53()
+        .await
+        .change_resource_record_sets()
+        .hosted_zone_id(&plan.dns.hosted_zone_id)
+        .change_batch(
+            ChangeBatch::builder()
+                .changes(alias(
+                    "p",
+                    ResourceRecordSetFailover::Primary,
+                    "p-alb.ap-northeast-2.elb.amazonaws.com",
+                    Some(&plan.regions.primary.health_check_id),
+                ))
+                .changes(alias(
+                    "s",
+                    ResourceRecordSetFailover::Secondary,
+                    &plan.dns.standby_target,
+                    None,
+                ))
+                .build()
+                .unwrap(),
+        )
+        .send()
+        .await
+        .unwrap();
+    plan.dns.record_name = name;
+    plan.dns.record_type = handover::plan::RecordType::Alias;
+    plan.validate().unwrap();
+    // P's check green (its app dead behind a shallow check): only the pin
+    // moves the alias to S.
+    control(
+        "health",
+        json!({ &plan.regions.primary.health_check_id: true }),
+    )
+    .await;
+    assert!(
+        run_verify(&aws, &plan).await.is_err(),
+        "DNS still answers P"
+    );
+    let store = promoted_store(&aws, &plan).await;
+    try_switch(&aws, &plan, &store).await.unwrap();
+    let v = run_verify(&aws, &plan).await.unwrap();
+    assert!(v.dns.ok, "{:?}", v.dns);
 }

@@ -34,11 +34,17 @@ pub async fn handler(event: serde_json::Value, deps: &Deps) -> Result<VerifyResu
     let standby = &task.state.input.plan.regions.standby.region;
     let secrets = SecretsManager::new(&deps.aws, standby).await;
     let rds = Rds::new(&deps.aws, standby).await;
+    let ssm = handover::failover::switch::Ssm::new(&deps.aws, standby).await;
+    let writer = handover::failover::verify::WriterLookup {
+        records: &deps.control,
+        params: &ssm,
+    };
     let vd = VerifyDeps {
         dns: &deps.control,
         rds: &rds,
         secrets: &secrets,
         http: &deps.http,
+        writer: &writer,
     };
     Ok(verify(&task.state, &vd, Backoff::default()).await?)
 }

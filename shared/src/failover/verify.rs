@@ -102,8 +102,43 @@ where
     }
 }
 
+/// Where the writer endpoint points now.
+pub trait WriterEndpointLookup {
+    /// The private CNAME's value or the SSM parameter's (None: absent).
+    fn current(
+        &self,
+        writer: &crate::plan::WriterEndpoint,
+    ) -> impl std::future::Future<Output = Result<Option<String>, AwsError>> + Send;
+}
+
+/// The writer endpoint read where switch writes it (route53:ListResourceRecordSets
+/// on the writer zone, or ssm:GetParameter in S).
+pub struct WriterLookup<'a> {
+    /// The writer zone's records.
+    pub records: &'a super::switch::Route53Control,
+    /// S's SSM parameters.
+    pub params: &'a super::switch::Ssm,
+}
+
+impl WriterEndpointLookup for WriterLookup<'_> {
+    async fn current(
+        &self,
+        writer: &crate::plan::WriterEndpoint,
+    ) -> Result<Option<String>, AwsError> {
+        use super::switch::{Parameters, RecordSets};
+        match writer {
+            crate::plan::WriterEndpoint::Cname {
+                hosted_zone_id,
+                name,
+                ..
+            } => self.records.value(hosted_zone_id, name, "CNAME").await,
+            crate::plan::WriterEndpoint::SsmParameter { name, .. } => self.params.get(name).await,
+        }
+    }
+}
+
 /// The capabilities verify uses.
-pub struct VerifyDeps<'a, D, S, R> {
+pub struct VerifyDeps<'a, D, S, R, W> {
     /// TestDNSAnswer.
     pub dns: &'a D,
     /// DescribeDBInstances on S: the endpoint the canary connects to and
@@ -113,12 +148,19 @@ pub struct VerifyDeps<'a, D, S, R> {
     pub secrets: &'a S,
     /// Plain HTTP(S).
     pub http: &'a reqwest::Client,
+    /// The writer endpoint as it is now.
+    pub writer: &'a W,
 }
 
-/// Run the three checks; a miss fails with `Handover.VerifyFailed` and the evidence.
-pub async fn verify<D: DnsAnswers, S: Secrets, R: crate::adapters::DbInspector + Sync>(
+/// Run the four checks; a miss fails with `Handover.VerifyFailed` and the evidence.
+pub async fn verify<
+    D: DnsAnswers,
+    S: Secrets,
+    R: crate::adapters::DbInspector + Sync,
+    W: WriterEndpointLookup + Sync,
+>(
     state: &ExecutionState,
-    deps: &VerifyDeps<'_, D, S, R>,
+    deps: &VerifyDeps<'_, D, S, R, W>,
     backoff: Backoff,
 ) -> Result<VerifyResult, StepError> {
     let plan = &state.input.plan;
@@ -132,15 +174,26 @@ pub async fn verify<D: DnsAnswers, S: Secrets, R: crate::adapters::DbInspector +
         .trim_end_matches('.')
         .to_ascii_lowercase();
     let dns_check = until_deadline(deadline, backoff, || async {
+        let alias = dns.record_type == crate::plan::RecordType::Alias;
         let answers = deps
             .dns
-            .answer(&dns.hosted_zone_id, &dns.record_name, "CNAME")
+            .answer(
+                &dns.hosted_zone_id,
+                &dns.record_name,
+                if alias { "A" } else { "CNAME" },
+            )
             .await
             .map_err(|e| crate::error::chain(&e))?;
-        if answers
-            .iter()
-            .any(|a| a.trim_end_matches('.').eq_ignore_ascii_case(&want))
-        {
+        // An alias answers with the load balancer's addresses: S's are the
+        // ones its own name resolves to now.
+        let mut expected = vec![want.clone()];
+        if alias && let Ok(addrs) = tokio::net::lookup_host((want.as_str(), 443)).await {
+            expected.extend(addrs.map(|a| a.ip().to_string()));
+        }
+        if answers.iter().any(|a| {
+            let a = a.trim_end_matches('.');
+            expected.iter().any(|e| a.eq_ignore_ascii_case(e))
+        }) {
             Ok((
                 format!("{} answers {answers:?}", dns.record_name),
                 Utc::now(),
@@ -198,25 +251,48 @@ pub async fn verify<D: DnsAnswers, S: Secrets, R: crate::adapters::DbInspector +
         .await
         .map(|w| (w.detail, w.at))
     });
-    let (dns_c, read_c, write_c) = tokio::join!(
+    let writer_check = until_deadline(deadline, backoff, || async {
+        let target = match &dns.writer {
+            crate::plan::WriterEndpoint::Cname { standby_target, .. } => standby_target,
+            crate::plan::WriterEndpoint::SsmParameter { standby_value, .. } => standby_value,
+        };
+        let now = deps
+            .writer
+            .current(&dns.writer)
+            .await
+            .map_err(|e| crate::error::chain(&e))?;
+        let same = now.as_deref().is_some_and(|v| {
+            v.trim_end_matches('.')
+                .eq_ignore_ascii_case(target.trim_end_matches('.'))
+        });
+        if same {
+            Ok((format!("the writer endpoint names {target}"), Utc::now()))
+        } else {
+            Err(format!("the writer endpoint names {now:?}, not {target}"))
+        }
+    });
+    let (dns_c, read_c, write_c, writer_c) = tokio::join!(
         Box::pin(dns_check),
         Box::pin(read_check),
-        Box::pin(write_check)
+        Box::pin(write_check),
+        Box::pin(writer_check)
     );
+    let writer_ok = writer_c.ok;
     let result = VerifyResult {
         dns: dns_c,
         read: read_c,
         write: write_c,
+        writer: Some(writer_c),
         started_at,
     };
-    if result.dns.ok && result.read.ok && result.write.ok {
+    if result.dns.ok && result.read.ok && result.write.ok && writer_ok {
         info!(incident = %incident, read_at = ?result.read.first_success_at, write_at = ?result.write.first_success_at, "verified");
         Ok(result)
     } else {
         warn!(incident = %incident, dns = result.dns.ok, read = result.read.ok, write = result.write.ok, "verification missed its deadline");
         let evidence = serde_json::to_string(&result).unwrap_or_default();
         Err(StepError::VerifyFailed(format!(
-            "checks did not all pass within {} s (dns {}, read {}, write {}): {evidence}",
+            "checks did not all pass within {} s (dns {}, read {}, write {}, writer endpoint {writer_ok}): {evidence}",
             plan.timings.verify_deadline_s, result.dns.ok, result.read.ok, result.write.ok
         )))
     }

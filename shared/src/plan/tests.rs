@@ -395,6 +395,14 @@ fn kind_specific_fields_are_required() {
         err_of(v),
         "plan.dns.arc_cluster_endpoints: must name at least one cluster endpoint (required for switch_mode routing_control)"
     );
+    // Issue 12, scenario 6: alias A records work with the levers that leave
+    // the records alone, and are refused where switch would write a CNAME.
+    let mut v = with("dns.record_type", json!("alias"));
+    v["dns"]["switch_mode"] = json!("record_upsert");
+    assert!(
+        err_of(v)
+            .starts_with("plan.dns.record_type: alias records cannot be switched by record_upsert"),
+    );
     let mut v = with("dns.switch_mode", json!("routing_control"));
     v["dns"]["arc_cluster_endpoints"] =
         json!([{"endpoint": "https://arc.example", "region": "us-west-2"}]);
