@@ -656,8 +656,10 @@ def make_handler(world: World):
                     status, code = THROTTLE.get(service, (400, "ThrottlingException"))
                     return self._error(service, status, code, "Rate exceeded")
                 if mode == "error":
-                    return self._error(service, 500, "InternalFailure",
-                                       "We encountered an internal error. Please try again.")
+                    # A 5xx by default; `status` and `code` make it any
+                    # answer, e.g. a 400 the SDK does not retry.
+                    return self._error(service, int(rule.get("status", 500)), rule.get("code", "InternalFailure"),
+                                       rule.get("message", "We encountered an internal error. Please try again."))
                 if mode in ("latency", "timeout"):
                     time.sleep(float(rule.get("seconds", 30 if mode == "timeout" else 1)))
                 if mode == "timeout":
@@ -876,10 +878,14 @@ def make_handler(world: World):
             if path == "/_handover/faults" and method == "POST":
                 return self._json(200, merge(world, world.faults, doc))
             if path == "/_handover/rules" and method == "POST":
-                # {"add": [rule, ...]} appends; {"clear": true} empties first.
+                # {"add": [rule, ...]} appends; {"clear": true} empties first;
+                # {"remove": [id, ...]} drops those rules only.
                 with world.lock:
                     if doc.get("clear"):
                         world.rules.clear()
+                    gone = set(doc.get("remove", []))
+                    if gone:
+                        world.rules[:] = [r for r in world.rules if r.get("id") not in gone]
                     for rule in doc.get("add", []):
                         if rule.get("mode") not in FAULT_MODES:
                             return self._json(400, {"message": f"mode must be one of {FAULT_MODES}"})

@@ -158,6 +158,11 @@ pub async fn add_fault_rules(rules: serde_json::Value) {
     control("rules", serde_json::json!({ "add": rules })).await;
 }
 
+/// Remove the fault rules with these ids (other tests' rules stay).
+pub async fn remove_fault_rules(ids: &[&str]) {
+    control("rules", serde_json::json!({ "remove": ids })).await;
+}
+
 /// The faults the router applied so far: one entry per faulted call, with
 /// the call (service, region, action, target, caller), the rule id and mode.
 pub async fn fault_log() -> Vec<serde_json::Value> {

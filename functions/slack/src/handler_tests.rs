@@ -5,6 +5,7 @@ use aws_sdk_sfn::types::ExecutionStatus;
 use chrono::Utc;
 use handover::slack::message::{ACTION_APPROVE, ACTION_APPROVE_DATA_LOSS, ACTION_REJECT};
 use handover::slack::stand_in::click_body;
+use handover_testkit::unique;
 use serde_json::Value;
 
 const TEAM: &str = "T0TEAM0001";
@@ -260,12 +261,16 @@ async fn a_decision_step_functions_never_got_releases_the_key_for_another_click(
     let key = w
         .pending(&execution, &token, chrono::Duration::minutes(15))
         .await;
-    let fault = format!("states:{REGION}");
-    handover_testkit::control("faults", serde_json::json!({ &fault: {"mode": "error"} })).await;
+    // A definitive refusal: a 400 the SDK does not retry (nothing decided).
+    let id = unique("refuse");
+    handover_testkit::add_fault_rules(serde_json::json!([{"id": id, "mode": "error",
+        "status": 400, "code": "ValidationException", "message": "injected refusal",
+        "service": "states", "region": REGION, "action": "SendTaskSuccess"}]))
+    .await;
     let first = w
         .send(w.click("U0ONCALL01", TEAM, ACTION_APPROVE, &key))
         .await;
-    handover_testkit::control("faults", serde_json::json!({ &fault: null })).await;
+    handover_testkit::remove_fault_rules(&[&id]).await;
     assert_eq!(first.status_code, 503, "{}", text(&first));
     let note = w.slack.responses()[0].body["text"]
         .as_str()
@@ -290,4 +295,92 @@ async fn a_decision_step_functions_never_got_releases_the_key_for_another_click(
     let last = notes.last().unwrap().body["text"].as_str().unwrap_or("");
     assert!(last.contains("Already decided"), "{last}");
     assert_eq!(w.failures(), 0, "the reject never reached Step Functions");
+}
+
+/// Issue 12, scenario 7: SendTaskSuccess is applied but its answer is lost.
+/// The SDK retries, and Step Functions answers that the task no longer
+/// waits. That used to read "the run no longer waits: it timed out or
+/// ended". The run is read instead, and the person is told the decision arrived.
+#[tokio::test]
+async fn a_decision_whose_answer_was_lost_is_not_released_and_a_repeat_click_learns_it_arrived() {
+    const REGION: &str = "eu-west-2";
+    let w = world().await;
+    let (execution, token) = w.waiting_task_in(REGION).await;
+    let key = w
+        .pending(&execution, &token, chrono::Duration::minutes(15))
+        .await;
+    let id = unique("lost");
+    handover_testkit::add_fault_rules(serde_json::json!([{"id": id, "mode": "lost", "count": 1,
+        "service": "states", "region": REGION, "action": "SendTaskSuccess"}]))
+    .await;
+    let first = w
+        .send(w.click("U0ONCALL01", TEAM, ACTION_APPROVE, &key))
+        .await;
+    handover_testkit::remove_fault_rules(&[&id]).await;
+    assert_eq!(first.status_code, 200, "{}", text(&first));
+    let replaced = w.slack.responses()[0].body.clone();
+    assert_eq!(replaced["replace_original"], true, "{replaced}");
+    assert!(replaced.to_string().contains("Approved"), "{replaced}");
+    // The run did get it.
+    let (status, output, ..) = w.finished(&execution).await;
+    assert_eq!(status, ExecutionStatus::Succeeded);
+    assert_eq!(output["approval"]["approver_id"], "U0ONCALL01");
+    // Someone else cannot take the key over.
+    let other = w
+        .send(w.click("U0ONCALL02", TEAM, ACTION_REJECT, &key))
+        .await;
+    assert_eq!(other.status_code, 200);
+    let last = w.slack.responses().last().unwrap().body["text"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned();
+    assert!(last.contains("Already decided"), "{last}");
+    assert_eq!(w.failures(), 0);
+    // Marked delivered: a further click is only told who decided.
+    let fourth = w
+        .send(w.click("U0ONCALL01", TEAM, ACTION_APPROVE, &key))
+        .await;
+    assert_eq!(fourth.status_code, 200);
+    let last = w.slack.responses().last().unwrap().body["text"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned();
+    assert!(last.contains("Already decided"), "{last}");
+    assert_eq!(w.successes(), 1, "one send, no re-send");
+}
+
+/// Issue 12, scenario 7: SendTaskSuccess times out before Step Functions
+/// sees it. The key stays with this person's decision; the same click sends
+/// it again and the run gets it, exactly once.
+#[tokio::test]
+async fn a_decision_that_timed_out_is_sent_again_by_the_same_click() {
+    const REGION: &str = "eu-west-3";
+    let w = world().await;
+    let (execution, token) = w.waiting_task_in(REGION).await;
+    let key = w
+        .pending(&execution, &token, chrono::Duration::minutes(15))
+        .await;
+    let id = unique("slow");
+    handover_testkit::add_fault_rules(
+        serde_json::json!([{"id": id, "mode": "timeout", "seconds": 2.0,
+        "service": "states", "region": REGION, "action": "SendTaskSuccess"}]),
+    )
+    .await;
+    let first = w
+        .send(w.click("U0ONCALL01", TEAM, ACTION_APPROVE, &key))
+        .await;
+    handover_testkit::remove_fault_rules(&[&id]).await;
+    assert_eq!(first.status_code, 503, "{}", text(&first));
+    assert_eq!(
+        w.status(&execution).await,
+        ExecutionStatus::Running,
+        "nothing arrived"
+    );
+    let again = w
+        .send(w.click("U0ONCALL01", TEAM, ACTION_APPROVE, &key))
+        .await;
+    assert_eq!(again.status_code, 200, "{}", text(&again));
+    let (status, output, ..) = w.finished(&execution).await;
+    assert_eq!(status, ExecutionStatus::Succeeded);
+    assert_eq!(output["approval"]["approver_id"], "U0ONCALL01");
 }

@@ -47,6 +47,9 @@ impl TaskCallback for Counting {
         *self.last_failure.lock().unwrap() = Some((error.to_owned(), cause.to_owned()));
         self.inner.fail(execution, token, error, cause).await
     }
+    async fn status(&self, execution: &str) -> Result<(String, Option<String>), CallbackError> {
+        self.inner.status(execution).await
+    }
 }
 
 pub struct World {

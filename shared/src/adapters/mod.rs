@@ -91,6 +91,30 @@ impl AwsError {
         }
     }
 
+    /// Did the call perhaps act? A timeout, a transport failure or a 5xx
+    /// answer leaves the outcome unknown (the server may have acted before
+    /// the answer was lost); a 4xx answer (throttling, validation, access)
+    /// means the request was refused and nothing happened.
+    pub fn outcome_unknown(&self) -> bool {
+        match self {
+            AwsError::Timeout { .. } => true,
+            AwsError::Call { code, .. } => matches!(
+                code.as_str(),
+                "timeout"
+                    | "dispatch failure"
+                    | "response error"
+                    | "construction failure"
+                    | "InternalFailure"
+                    | "InternalServerError"
+                    | "InternalError"
+                    | "ServiceUnavailable"
+                    | "ServiceUnavailableException"
+                    | "unknown"
+            ),
+            AwsError::Shape { .. } => true,
+        }
+    }
+
     /// Timed out or could not connect: the API is unreachable from here.
     pub fn is_unreachable(&self) -> bool {
         match self {

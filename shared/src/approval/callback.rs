@@ -50,6 +50,12 @@ pub trait TaskCallback {
         error: &str,
         cause: &str,
     ) -> impl Future<Output = Result<(), CallbackError>> + Send;
+    /// The execution's status (`RUNNING`, `SUCCEEDED`, …) and the error of a
+    /// failed one (states:DescribeExecution).
+    fn status(
+        &self,
+        execution: &str,
+    ) -> impl Future<Output = Result<(String, Option<String>), CallbackError>> + Send;
 }
 
 /// Step Functions over the SDK. The Region is the execution's own.
@@ -127,5 +133,19 @@ impl TaskCallback for SfnCallback {
             .await
             .map(|_| ())
             .map_err(|e| classify(call_error("states", "SendTaskFailure", region, e)))
+    }
+
+    #[instrument(skip(self))]
+    async fn status(&self, execution: &str) -> Result<(String, Option<String>), CallbackError> {
+        let region = self.region(execution);
+        self.aws
+            .sfn(region)
+            .await
+            .describe_execution()
+            .execution_arn(execution)
+            .send()
+            .await
+            .map(|d| (d.status().as_str().to_owned(), d.error().map(str::to_owned)))
+            .map_err(|e| CallbackError::Call(call_error("states", "DescribeExecution", region, e)))
     }
 }

@@ -75,6 +75,19 @@ pub enum Outcome {
         /// Step Functions' error code.
         code: String,
     },
+    /// A repeated click of a decision whose first send had an unknown
+    /// outcome: the run had got it (Step Functions no longer waits for it and
+    /// the run goes on).
+    AlreadyDelivered(Decided),
+    /// Step Functions did not answer definitively (a timeout, a lost answer,
+    /// a 5xx): the decision may have reached the run. The key stays with this
+    /// person and decision; the same click sends it again.
+    Unsure {
+        /// approve or reject.
+        decision: Decision,
+        /// What went wrong.
+        error: String,
+    },
     /// A dependency failed; the text says what and what to do.
     Failed {
         /// Which step failed.
@@ -91,7 +104,7 @@ impl Outcome {
             Outcome::Unauthenticated(_) => 401,
             Outcome::BadRequest(_) => 400,
             Outcome::Forbidden { .. } => 403,
-            Outcome::Failed { .. } => 503,
+            Outcome::Failed { .. } | Outcome::Unsure { .. } => 503,
             _ => 200,
         }
     }
@@ -129,6 +142,14 @@ impl Outcome {
             }
             Outcome::TaskClosed { code } => format!(
                 "Your click was recorded, but the run no longer waits for a decision ({code}): it timed out or ended. Nothing else changed."
+            ),
+            Outcome::AlreadyDelivered(d) => format!(
+                "Your {} of {} had reached the run: it goes on. Nothing more to do.",
+                d.decision,
+                message::slack_date(d.at)
+            ),
+            Outcome::Unsure { decision, error } => format!(
+                "Step Functions did not answer ({error}): your {decision} may or may not have reached the run. Click the same button again: Handover sends it again and tells you which, and a run takes a decision only once."
             ),
             Outcome::Failed { stage, error } => format!(
                 "Could not complete your decision ({stage}: {error}). If it says the key was consumed, decide by CLI as the message explains; otherwise click again."
@@ -204,16 +225,30 @@ impl<T: TaskCallback + Sync> Decider<'_, T> {
             }
             Err(_) => {
                 return failed(
-                    "recording the decision (timed out; the key may be consumed)",
+                    "recording the decision (timed out; it may have been recorded: click the same button again, which sends it if so)",
                     "DynamoDB did not answer in time",
                 );
             }
         };
-        let approval = match consumed {
-            ConsumeOutcome::Consumed(a) => a,
+        let (approval, now, resend) = match consumed {
+            ConsumeOutcome::Consumed(a) => (a, now, false),
             ConsumeOutcome::Unknown => return Outcome::UnknownKey,
             ConsumeOutcome::Expired { at } => return Outcome::Expired { at },
-            ConsumeOutcome::AlreadyDecided { decision, by, at } => {
+            // This person's own decision, not known to have arrived (its
+            // send timed out, or the consume's answer was lost): send it
+            // again rather than strand them. A token completes only once.
+            ConsumeOutcome::AlreadyDecided {
+                decision,
+                by,
+                at,
+                undelivered: Some(a),
+            } if by == click.user_id && decision == click.decision => {
+                info!(key = %click.key, user = %click.user_id, "a repeated click of an undelivered decision: sending it again");
+                (a, at, true)
+            }
+            ConsumeOutcome::AlreadyDecided {
+                decision, by, at, ..
+            } => {
                 let by = self.plan.approver(&by).map_or(by, |a| a.name.clone());
                 return Outcome::AlreadyDecided { decision, by, at };
             }
@@ -264,17 +299,81 @@ impl<T: TaskCallback + Sync> Decider<'_, T> {
                 }
             }
         };
+        let delivered = || async {
+            let left = share(deadline);
+            match timeout(
+                left,
+                self.store
+                    .mark_approval_delivered(&click.key, &click.user_id, self.clock.now()),
+            )
+            .await
+            {
+                Ok(Ok(())) => {}
+                other => {
+                    warn!(result = ?other.map(|r| r.map_err(|e| chain(&e))), "could not mark the decision delivered (a repeated click will re-send it, harmlessly)")
+                }
+            }
+        };
         let error = match timeout(share(deadline), call).await {
             Ok(Ok(())) => {
-                info!(incident = %approval.incident, execution = %approval.execution, decision = %decided.decision, approver = %decided.approver_id, "decision sent to step functions");
+                info!(incident = %approval.incident, execution = %approval.execution, decision = %decided.decision, approver = %decided.approver_id, resend, "decision sent to step functions");
+                delivered().await;
                 return Outcome::Decided(decided);
             }
-            Ok(Err(CallbackError::TaskClosed { code })) => return Outcome::TaskClosed { code },
+            Ok(Err(CallbackError::TaskClosed { code })) => {
+                // The run no longer waits for this token. Did this decision
+                // arrive (an earlier send, or the SDK's own first attempt
+                // whose answer was lost before it retried), so that the run
+                // went on or ended the way this decision ends it? Or did the
+                // run stop waiting?
+                if let Ok(Ok((status, error))) =
+                    timeout(share(deadline), self.callback.status(&approval.execution)).await
+                {
+                    // Before the wait's own timeout, a closed task in a
+                    // running run can only mean the decision arrived.
+                    let waiting = chrono::Duration::seconds(
+                        i64::try_from(self.plan.timings.approval_timeout_s)
+                            .unwrap_or(i64::MAX / 1000),
+                    );
+                    let in_time = self.clock.now() < approval.requested_at + waiting;
+                    let arrived = match decided.decision {
+                        Decision::Approve => {
+                            status == "SUCCEEDED" || (status == "RUNNING" && in_time)
+                        }
+                        Decision::Reject => error.as_deref() == Some(ErrorName::Rejected.as_str()),
+                    };
+                    if arrived {
+                        delivered().await;
+                        return Outcome::AlreadyDelivered(decided);
+                    }
+                }
+                return Outcome::TaskClosed { code };
+            }
+            Ok(Err(CallbackError::Call(e))) if e.outcome_unknown() => {
+                return Outcome::Unsure {
+                    decision: decided.decision,
+                    error: chain(&e),
+                };
+            }
             Ok(Err(e)) => chain(&e),
-            Err(_) => "Step Functions did not answer in time".to_owned(),
+            Err(_) => {
+                return Outcome::Unsure {
+                    decision: decided.decision,
+                    error: "Step Functions did not answer in time".to_owned(),
+                };
+            }
         };
-        // The decision did not get through: give the key back so a click can
-        // try again. A token completes only once, so this cannot decide twice.
+        if resend {
+            // Refused outright on a re-send: the key stays with this
+            // person's decision (releasing it now could undo one that did
+            // arrive the first time); the same click tries again.
+            return failed(
+                "sending the decision again (Step Functions refused it: click again, or decide by CLI)",
+                &error,
+            );
+        }
+        // Step Functions refused the decision (a definitive answer: nothing
+        // was decided): give the key back so a click can try again.
         let released = timeout(
             share(deadline),
             self.store.release_approval(&click.key, &click.user_id, now),
@@ -299,7 +398,9 @@ impl<T: TaskCallback + Sync> Decider<'_, T> {
     /// an ephemeral note otherwise. A failure here is logged, not fatal.
     async fn tell(&self, click: &ApprovalDecision, outcome: &Outcome, deadline: Instant) {
         let body = match outcome {
-            Outcome::Decided(d) => message::decided(click.original_blocks.as_deref(), d),
+            Outcome::Decided(d) | Outcome::AlreadyDelivered(d) => {
+                message::decided(click.original_blocks.as_deref(), d)
+            }
             _ => message::ephemeral(&outcome.text()),
         };
         let left = deadline.saturating_duration_since(Instant::now());

@@ -116,6 +116,10 @@ pub enum ConsumeOutcome {
         by: String,
         /// When.
         at: DateTime<Utc>,
+        /// The decision is not known to have reached Step Functions (its
+        /// send timed out or its answer was lost): the token to send it again
+        /// with, for a repeated click by the same person with the same decision.
+        undelivered: Option<ConsumedApproval>,
     },
     /// The key expired before anyone decided.
     Expired {
@@ -225,6 +229,35 @@ impl Store {
         }
     }
 
+    /// Record that the decision reached Step Functions (a definitive answer),
+    /// so a repeated click is only told who decided.
+    pub async fn mark_approval_delivered(
+        &self,
+        key: &str,
+        user_id: &str,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let pk = approval_key(key);
+        let res = self
+            .client()
+            .update_item()
+            .table_name(self.table())
+            .set_key(Some(Self::key(&pk)))
+            .update_expression("SET delivered_ms = if_not_exists(delivered_ms, :now)")
+            .condition_expression("attribute_exists(pk) AND decided_by = :u")
+            .expression_attribute_values(":u", s(user_id))
+            .expression_attribute_values(":now", ms(now))
+            .send()
+            .await;
+        match res {
+            Ok(_) => Ok(()),
+            Err(e) => match conditional_old(&e) {
+                Some(_) => Ok(()), // not this person's decision: nothing to mark
+                None => Err(call_error("UpdateItem", &pk, e)),
+            },
+        }
+    }
+
     /// Undo one consumption whose decision never reached Step Functions, so
     /// the person can click again. Only the exact consumption (same user, same
     /// time) is undone, never someone else's decision. Safe even when the
@@ -270,10 +303,20 @@ fn refusal(pk: &str, old: &Item, now: DateTime<Utc>) -> Result<ConsumeOutcome, S
         _ => None,
     };
     if let Some(decision) = decision {
+        let undelivered = match a.opt_time_ms("delivered_ms")? {
+            Some(_) => None,
+            None => Some(ConsumedApproval {
+                task_token: a.s("task_token")?,
+                execution: a.s("execution")?,
+                incident: a.s("incident")?,
+                requested_at: a.time_ms("requested_ms")?,
+            }),
+        };
         return Ok(ConsumeOutcome::AlreadyDecided {
             decision,
             by: a.s("decided_by")?,
             at: a.time_ms("decided_ms")?,
+            undelivered,
         });
     }
     let expires = a.time_ms("expires_ms")?;
