@@ -12,7 +12,7 @@ use handover::store::Store;
 use handover_testkit::world::{
     approval, provision_databases, put_replica_lag, run_state, unique_plan,
 };
-use handover_testkit::{aws, control, count_calls, fresh_store};
+use handover_testkit::{aws, control, count_calls, fresh_store, unique};
 use serde_json::json;
 
 struct Run {
@@ -509,6 +509,47 @@ async fn compensation_of_a_claimed_promotion_that_reached_rds_leaves_p_fenced() 
     );
 }
 
+/// Found by the long fault campaign (seed 6f797c246593a023): the fence's
+/// reboots were accepted with their answers lost, so P was still
+/// `rebooting` when compensation ran; RDS refused the restoring modify, and
+/// compensation released the transition anyway, leaving P fenced with
+/// nothing promoted and nothing to retry. Compensation now keeps trying
+/// while P reboots.
+#[tokio::test]
+async fn compensation_unfences_p_once_its_reboot_is_over() {
+    use handover::failover::compensate::{Compensation, compensate};
+    let r = run(5.0).await;
+    let p = &r.plan.regions.primary;
+    let before = handover_testkit::world::p_security_groups(&r.aws, &r.plan).await;
+    r.fenced("exec-reboot", false).await.unwrap();
+    handover_testkit::realistic_reboot(&p.db_instance_id, 5.0).await;
+    r.aws
+        .rds(&p.region)
+        .await
+        .reboot_db_instance()
+        .db_instance_identifier(&p.db_instance_id)
+        .send()
+        .await
+        .unwrap();
+    let (p_rds, s_rds) = (r.p_rds().await, r.s_rds().await);
+    let out = compensate(&r.plan, &r.store, "exec-reboot", &p_rds, &s_rds, Utc::now()).await;
+    assert!(matches!(out, Compensation::Released { .. }), "{out:?}");
+    assert_eq!(
+        handover_testkit::world::p_security_groups(&r.aws, &r.plan).await,
+        before,
+        "P unfenced after its reboot"
+    );
+    assert!(
+        r.store
+            .primary()
+            .await
+            .unwrap()
+            .unwrap()
+            .transition
+            .is_none()
+    );
+}
+
 /// A promoter whose answers are scripted, for the retry sequence moto
 /// cannot produce: a describe that lags behind an accepted call.
 struct Scripted {
@@ -628,6 +669,40 @@ async fn fence_is_confirmed_only_when_the_deny_all_group_alone_is_active() {
     assert!(!f.may_proceed);
     assert!(f.detail.contains("still applying"), "{}", f.detail);
     assert!(f.detail.contains(":removing"), "{}", f.detail);
+}
+
+/// Found by the long fault campaign (seed 6f797c246593a023): every answer
+/// to the fence's reboot was lost after RDS accepted it, so each retry was
+/// refused (P `rebooting`) and the fence ran out its time unconfirmed. A
+/// reboot this fence sent without an answer, with P now `rebooting`, is the
+/// one under way: the fence waits for it and confirms.
+#[tokio::test]
+async fn a_reboot_whose_answer_was_lost_is_waited_for_not_retried_until_the_deadline() {
+    let r = run(5.0).await;
+    let p_id = r.plan.regions.primary.db_instance_id.clone();
+    handover_testkit::realistic_reboot(&p_id, 1.5).await;
+    let id = unique("lost-reboot");
+    handover_testkit::add_fault_rules(json!([{"id": id, "mode": "lost", "service": "rds",
+        "action": "RebootDBInstance", "target": p_id}]))
+    .await;
+    let state = run_state(&r.plan, json!({ "approval": approval(false) }));
+    let f = fence(&state, "exec-lost", &r.store, &r.p_rds().await, Utc::now).await;
+    handover_testkit::remove_fault_rules(&[&id]).await;
+    let f = f.unwrap();
+    assert_eq!(f.outcome, FenceOutcome::Confirmed, "{}", f.detail);
+    assert!(f.detail.contains("open sessions ended"), "{}", f.detail);
+    let tr = r
+        .store
+        .primary()
+        .await
+        .unwrap()
+        .unwrap()
+        .transition
+        .unwrap();
+    assert!(
+        tr.fence_reboot_at.is_some(),
+        "the accepted reboot is recorded"
+    );
 }
 
 /// RDS publishes ReplicaLag -1 when replication stops. A minute's Maximum

@@ -22,6 +22,12 @@ use serde::Serialize;
 use std::time::Duration;
 use tracing::{error, info, warn};
 
+/// How long compensation keeps trying to unfence P (RDS refuses a modify
+/// while P reboots; a reboot takes about a minute).
+const UNFENCE_BUDGET: Duration = Duration::from_secs(120);
+/// The pause between attempts.
+const UNFENCE_PAUSE: Duration = Duration::from_secs(2);
+
 /// What compensation did.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
@@ -143,28 +149,44 @@ pub async fn compensate<P: DbFencer + Sync, S: DbInspector + Sync>(
             },
         };
     }
-    // Never promoted: unfence P, then release the transition whatever the
-    // unfence did (a wedged record blocks the next failover; a P that stays
-    // fenced is reported loudly).
+    // Never promoted: unfence P, then release the transition. RDS refuses a
+    // modify while P is `rebooting` (the fence's reboot, perhaps repeated
+    // when its answers were lost), so the unfence is retried for up to
+    // UNFENCE_BUDGET. If P still cannot be unfenced, the transition stays:
+    // a fenced P with nothing promoted is no writer at all, and the held
+    // transition is what audit's sweep retries every 5 minutes, where a
+    // released one would be forgotten.
     let (restored_groups, unfence) = match &tr.fence_previous_groups {
         Some(previous) if !previous.is_empty() => {
-            match p_rds
-                .set_security_groups(&p.db_instance_id, previous, budget)
-                .await
-            {
+            let deadline = tokio::time::Instant::now() + UNFENCE_BUDGET;
+            let mut attempts = 0u32;
+            let result = loop {
+                attempts += 1;
+                match p_rds
+                    .set_security_groups(&p.db_instance_id, previous, budget)
+                    .await
+                {
+                    Ok(()) => break Ok(()),
+                    Err(e) if tokio::time::Instant::now() + UNFENCE_PAUSE < deadline => {
+                        warn!(execution, attempts, error = %crate::error::chain(&e), "P not unfenced yet; trying again");
+                        tokio::time::sleep(UNFENCE_PAUSE).await;
+                    }
+                    Err(e) => break Err(e),
+                }
+            };
+            match result {
                 Ok(()) => (
                     Some(previous.clone()),
                     format!("P's security groups restored to {previous:?}"),
                 ),
                 Err(e) => {
-                    error!(execution, alert = true, groups = ?previous, "P could not be unfenced");
-                    (
-                        None,
-                        format!(
-                            "P could NOT be unfenced ({}): restore its security groups to {previous:?} by hand",
+                    error!(execution, alert = true, groups = ?previous, attempts, "P could not be unfenced");
+                    return Compensation::Unresolved {
+                        detail: format!(
+                            "P could NOT be unfenced after {attempts} attempts ({}): nothing was promoted, so the service has no writer. The transition stays and audit's sweep tries again every 5 minutes; to act now, restore P's security groups to {previous:?}",
                             crate::error::chain(&e)
                         ),
-                    )
+                    };
                 }
             }
         }

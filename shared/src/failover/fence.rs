@@ -310,24 +310,48 @@ async fn end_all_sessions<F: DbFencer>(
     now: &impl Fn() -> DateTime<Utc>,
 ) -> Result<String, String> {
     let time_left = || std::time::Instant::now() + FENCE_POLL < deadline;
+    let record = |at: DateTime<Utc>| async move {
+        if let Err(e) = restart
+            .store
+            .record_fence_reboot(restart.epoch, restart.execution, at)
+            .await
+        {
+            warn!(error = %crate::error::chain(&e), "could not record the reboot; a retry would reboot again");
+        }
+    };
+    // A reboot this fence sent whose answer never came (timed out, lost):
+    // RDS may have accepted it.
+    let mut unanswered: Option<DateTime<Utc>> = None;
     let requested = match restart.prior {
         Some(at) => at,
         None => loop {
             let refused = match rds.reboot(db, budget).await {
                 Ok(status) if status == "rebooting" => {
                     let at = now();
-                    if let Err(e) = restart
-                        .store
-                        .record_fence_reboot(restart.epoch, restart.execution, at)
-                        .await
-                    {
-                        warn!(error = %crate::error::chain(&e), "could not record the reboot; a retry would reboot again");
-                    }
+                    record(at).await;
                     break at;
                 }
                 Ok(status) => format!("RDS answered the reboot with {db} {status}"),
-                Err(e) => crate::error::chain(&e),
+                Err(e) => {
+                    if e.outcome_unknown() {
+                        unanswered.get_or_insert_with(now);
+                    }
+                    crate::error::chain(&e)
+                }
             };
+            // The unanswered reboot was accepted if P is rebooting now (RDS
+            // refuses the next one while it does): that one ends the sessions.
+            if let Some(at) = unanswered
+                && let Ok(Some(d)) = rds.describe(db, budget).await
+                && d.status == "rebooting"
+            {
+                info!(
+                    db,
+                    "a reboot whose answer was lost is under way: waiting for it"
+                );
+                record(at).await;
+                break at;
+            }
             if !time_left() {
                 return Err(format!("reboot: {refused}"));
             }
