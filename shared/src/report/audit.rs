@@ -52,6 +52,10 @@ pub struct ExecutionStatusChange {
     /// Cause of a failed run.
     #[serde(default)]
     pub cause: Option<String>,
+    /// The run's input (EventBridge includes it while it is small enough,
+    /// `inputDetails.included`).
+    #[serde(default)]
+    pub input: Option<String>,
 }
 
 impl ExecutionStatusChange {
@@ -209,6 +213,10 @@ async fn post_summary(
     })
 }
 
+fn cooldown_of(plan: &crate::plan::Plan) -> chrono::Duration {
+    chrono::Duration::seconds(i64::try_from(plan.timings.cooldown_s).unwrap_or(i64::MAX / 1000))
+}
+
 /// Run the audit for one status change. `now` stamps the report and the release.
 pub async fn audit<H: ExecutionHistory>(
     deps: &AuditDeps,
@@ -236,6 +244,29 @@ pub async fn audit_for<H: ExecutionHistory>(
             None,
         ));
     }
+    // The lock first, before anything that can fail (reading the history,
+    // S3, the post-checks): the event carries the run's input, hence the
+    // incident and the cooldown. A new run that this lets start early finds
+    // this run's transition still held and is refused at the fence until
+    // compensation below has undone it.
+    let early_release = match event
+        .input
+        .as_deref()
+        .and_then(|i| serde_json::from_str::<crate::execution::ExecutionInput>(i).ok())
+    {
+        Some(input) => match deps
+            .store
+            .release_lock(&input.incident_id, now, cooldown_of(&input.plan))
+            .await
+        {
+            Ok(outcome) => Some(outcome),
+            Err(e) => {
+                warn!(error = %crate::error::chain(&e), "could not release the lock first; trying again after the report");
+                None
+            }
+        },
+        None => None,
+    };
     let facts = fold_history(history, &event.execution_arn, PAGE_SIZE).await?;
     let input = execution_input(&facts)?;
     let plan = &input.plan;
@@ -293,15 +324,16 @@ pub async fn audit_for<H: ExecutionHistory>(
     for line in emf_lines(&report, now.timestamp_millis()) {
         println!("{line}");
     }
-    let cooldown = chrono::Duration::seconds(
-        i64::try_from(plan.timings.cooldown_s).unwrap_or(i64::MAX / 1000),
-    );
     let location = format!("s3://{}/{prefix}report.html", plan.report.bucket);
     let slack = post_summary(deps, plan, &report, &location, trigger).await;
-    let lock = deps
-        .store
-        .release_lock(&input.incident_id, now, cooldown)
-        .await?;
+    let lock = match early_release {
+        Some(outcome) => outcome,
+        None => {
+            deps.store
+                .release_lock(&input.incident_id, now, cooldown_of(plan))
+                .await?
+        }
+    };
     let probe_reset = deps
         .store
         .reset_probe(&input.primary.region, input.t0)

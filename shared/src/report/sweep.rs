@@ -99,7 +99,7 @@ pub async fn sweep<S: ExecutionHistory + ExecutionLookup>(
 }
 
 enum Ended {
-    Since(DateTime<Utc>, super::audit::ExecutionStatusChange),
+    Since(DateTime<Utc>, Box<super::audit::ExecutionStatusChange>),
     Running,
     Missing,
 }
@@ -117,5 +117,5 @@ async fn ended<S: ExecutionLookup>(sfn: &S, arn: &str) -> Result<Ended, AuditErr
         .stop_date
         .and_then(DateTime::<Utc>::from_timestamp_millis)
         .unwrap_or(DateTime::<Utc>::MIN_UTC);
-    Ok(Ended::Since(stopped, status))
+    Ok(Ended::Since(stopped, Box::new(status)))
 }

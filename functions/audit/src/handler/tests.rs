@@ -632,3 +632,32 @@ async fn the_sweeps_schedule_is_accepted_and_a_rule_payload_is_refused() {
         err.message
     );
 }
+
+/// Issue 12, scenario 9: audit releases the lock before anything that can
+/// fail. The history cannot be read (here: the execution is gone); the lock
+/// is released all the same, from the input the event carries.
+#[tokio::test]
+async fn the_lock_is_released_even_when_the_history_cannot_be_read() {
+    let w = world().await;
+    let input = json!({
+        "incident_id": w.incident, "drill": true, "t0": iso(w.t0), "detected_at": iso(w.t0 + Duration::seconds(120)),
+        "primary": {"region": w.plan.regions.primary.region, "db_instance_id": w.plan.regions.primary.db_instance_id, "epoch": 1},
+        "standby": {"region": w.plan.regions.standby.region, "db_instance_id": w.plan.regions.standby.db_instance_id},
+        "evidence": [], "plan": w.plan,
+    });
+    let gone = format!(
+        "arn:aws:states:{TEST_REGION}:123456789012:execution:handover-none:{}",
+        w.incident
+    );
+    let mut e = event(&gone, &w.incident, "FAILED");
+    e["detail"]["input"] = json!(input.to_string());
+    let err = handler(e, &w.deps).await.unwrap_err();
+    assert!(
+        err.message.contains("GetExecutionHistory"),
+        "{}",
+        err.message
+    );
+    let lock = w.deps.audit.store.lock_state().await.unwrap().unwrap();
+    assert_eq!(lock.holder, None, "released first: {lock:?}");
+    assert!(lock.cooldown_until.is_some());
+}

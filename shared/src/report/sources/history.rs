@@ -173,6 +173,7 @@ impl ExecutionLookup for SfnHistory {
             stop_date: out.stop_date().and_then(ms),
             error: out.error().map(str::to_owned),
             cause: out.cause().map(str::to_owned),
+            input: out.input().map(str::to_owned),
         };
         Ok((status, out.input().unwrap_or_default().to_owned()))
     }
