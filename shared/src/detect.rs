@@ -44,6 +44,9 @@ pub struct TickEvidence {
     pub failed: bool,
     /// The rule applied.
     pub rule: DetectionRule,
+    /// The public name as users meet it, observed on a failing tick.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public: Option<crate::public::PublicObservation>,
 }
 
 /// What a tick did.
@@ -244,6 +247,7 @@ pub async fn probe<E: EndpointProbe, H: HealthChecks, A: Alarms>(
         signals: all,
         failed,
         rule: d.rule,
+        public: None,
     }
 }
 
@@ -293,6 +297,8 @@ pub struct Detector<'a, E, H, A, S> {
     pub drill: bool,
     /// The stack's name: the `Stack` dimension of the heartbeat metrics.
     pub stack: &'a str,
+    /// Observes the public name on failing ticks (None: not observed).
+    pub public: Option<&'a crate::public::PublicName<'a, crate::failover::switch::Route53Control>>,
 }
 
 /// How long after an execution closed detect waits for its audit before
@@ -342,7 +348,15 @@ impl<E: EndpointProbe, H: HealthChecks, A: Alarms, S: ExecutionStarter> Detector
         } else {
             return Err(DetectError::UnknownRegion(record.region));
         };
-        let evidence = probe(plan, watched, tick, &self.signals).await;
+        let mut evidence = probe(plan, watched, tick, &self.signals).await;
+        // While P fails, how users meet the public name (the read RTO as
+        // they lived it is the first 200 from S among these).
+        if evidence.failed
+            && let Some(public) = self.public
+        {
+            let budget = std::time::Duration::from_millis(plan.detection.probe_timeout_ms);
+            evidence.public = Some(public.observe(plan, "detect tick", budget, Utc::now).await);
+        }
         let region = watched.region.clone();
         let run = match self
             .store
@@ -510,6 +524,7 @@ mod tests {
             signals: vec![s(Some(true)), s(None), s(None)],
             failed: false,
             rule: DetectionRule::AllFailing,
+            public: None,
         };
         let line: serde_json::Value =
             serde_json::from_str(&heartbeat("prod", &evidence).render(0)).unwrap();

@@ -250,6 +250,9 @@ pub struct Diagnosis {
     /// Optional AI explanation: advisory text, never read by the state machine.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub explanation: Option<Explanation>,
+    /// The public name as users met it when this diagnosis ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public: Option<crate::public::PublicObservation>,
 }
 
 /// What the model said about a diagnosis, or why it said nothing. Advisory:

@@ -36,6 +36,7 @@ pub mod error;
 pub mod execution;
 pub mod failover;
 pub mod plan;
+pub mod public;
 pub mod report;
 pub mod scheduler;
 pub mod slack;

@@ -139,6 +139,11 @@ pub struct Dns {
     /// aliasing a load balancer, the common ALB setup).
     #[serde(default)]
     pub record_type: RecordType,
+    /// A response header whose value names the Region that served a GET
+    /// through the public name (e.g. `x-served-by: ap-northeast-1`); without
+    /// it, the side is the one DNS answered.
+    #[serde(default)]
+    pub served_by_header: Option<String>,
 }
 
 /// What the public name's failover records are.

@@ -19,6 +19,8 @@ pub struct Deps {
     drill: bool,
     stack: String,
     clock: Box<dyn handover::clock::Clock + Send + Sync>,
+    control: handover::failover::switch::Route53Control,
+    http: reqwest::Client,
 }
 
 impl Deps {
@@ -55,10 +57,20 @@ impl Deps {
             sfn: Sfn::new(&aws, &region, &required("STATE_MACHINE_ARN")?).await,
             stack: required("HANDOVER_STACK_NAME")?,
             clock: Box::new(handover::clock::SystemClock),
+            control: handover::failover::switch::Route53Control::new(&aws).await,
+            http: public_http()?,
             plan,
             drill,
         })
     }
+}
+
+/// The client for GETs through the public name.
+fn public_http() -> Result<reqwest::Client, FunctionError> {
+    reqwest::Client::builder()
+        .user_agent("handover-detect/1")
+        .build()
+        .map_err(|e| FunctionError::new(handover::error::ErrorName::Fatal, e.to_string()))
 }
 
 /// One tick. Only EventBridge Scheduler's payload is accepted (the template's
@@ -67,6 +79,10 @@ impl Deps {
 pub async fn handler(event: serde_json::Value, deps: &Deps) -> Result<TickReport, FunctionError> {
     let event = handover::scheduler::SchedulerEvent::parse(event, "detect")?;
     let tick = event.time;
+    let public = handover::public::PublicName {
+        dns: &deps.control,
+        http: &deps.http,
+    };
     let detector = Detector {
         plan: &deps.plan,
         store: &deps.store,
@@ -78,6 +94,7 @@ pub async fn handler(event: serde_json::Value, deps: &Deps) -> Result<TickReport
         starter: &deps.sfn,
         drill: deps.drill,
         stack: &deps.stack,
+        public: Some(&public),
     };
     Ok(detector.tick(tick, deps.clock.now()).await?)
 }
@@ -134,6 +151,8 @@ mod tests {
             drill: true,
             stack: "handover-test".into(),
             clock: Box::new(handover::clock::SystemClock),
+            control: handover::failover::switch::Route53Control::new(&aws).await,
+            http: public_http().unwrap(),
         };
         World {
             deps,

@@ -14,6 +14,7 @@ use tracing::info;
 pub struct Deps {
     aws: Aws,
     probe: HttpProbe,
+    http: reqwest::Client,
 }
 
 impl Deps {
@@ -22,6 +23,10 @@ impl Deps {
         Ok(Deps {
             aws: Aws::new(),
             probe: HttpProbe::new()
+                .map_err(|e| FunctionError::new(ErrorName::Fatal, e.to_string()))?,
+            http: reqwest::Client::builder()
+                .user_agent("handover-diagnose/1")
+                .build()
                 .map_err(|e| FunctionError::new(ErrorName::Fatal, e.to_string()))?,
         })
     }
@@ -46,11 +51,23 @@ pub async fn handler(event: serde_json::Value, deps: &Deps) -> Result<Diagnosis,
         p_elb: &p_elb,
         s_elb: &s_elb,
     };
-    let mut diagnosis = diagnose(plan, &sources, Utc::now()).await;
+    let recheck = state.steps.contains_key("diagnosis");
+    // How users meet the public name now, beside the diagnosis (the
+    // report's read RTO is the first 200 from S among these observations).
+    let control = handover::failover::switch::Route53Control::new(&deps.aws).await;
+    let public = handover::public::PublicName {
+        dns: &control,
+        http: &deps.http,
+    };
+    let budget = std::time::Duration::from_millis(plan.detection.probe_timeout_ms);
+    let by = if recheck { "re-check" } else { "diagnose" };
+    let (mut diagnosis, seen) = tokio::join!(
+        diagnose(plan, &sources, Utc::now()),
+        public.observe(plan, by, budget, Utc::now)
+    );
     // Advisory text, after the rules have decided; it cannot fail the step.
     // The re-check after approval asks no model: nobody reads it then, and
     // every second there counts toward the RTO.
-    let recheck = state.steps.contains_key("diagnosis");
     if recheck {
         // After approval: every promote precondition, before the fence.
         let approval = state.require::<ApprovalResult>("approval").ok();
@@ -60,6 +77,7 @@ pub async fn handler(event: serde_json::Value, deps: &Deps) -> Result<Diagnosis,
         let model = Bedrock::new(&deps.aws, cfg.region(plan)).await;
         diagnosis.explanation = Some(explain(plan, cfg, &diagnosis, &model).await);
     }
+    diagnosis.public = Some(seen);
     info!(
         incident = %state.input.incident_id,
         action = ?diagnosis.action,

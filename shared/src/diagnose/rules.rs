@@ -282,6 +282,7 @@ pub fn assess(plan: &Plan, snap: &Snapshot) -> Diagnosis {
         reasons,
         summary,
         explanation: None,
+        public: None,
     }
 }
 

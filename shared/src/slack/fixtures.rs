@@ -94,5 +94,6 @@ pub(crate) fn diagnosis(lag_s: Option<f64>) -> Diagnosis {
         summary: "P (ap-northeast-2) does not answer; the replica in ap-northeast-1 is healthy."
             .into(),
         explanation: None,
+        public: None,
     }
 }
