@@ -550,6 +550,101 @@ async fn compensation_unfences_p_once_its_reboot_is_over() {
     );
 }
 
+/// Found by review: P refusing the unfence for good (its Region's RDS API
+/// unreachable, the instance failed) used to keep the transition, which
+/// refused every later failover. Compensation now releases the transition
+/// and keeps P's groups in the record; audit's sweep unfences P once it can,
+/// and a fence in between records those groups as P's, not the deny-all one.
+#[tokio::test]
+async fn an_unfence_p_refuses_releases_the_transition_and_the_sweep_finishes_it() {
+    use handover::failover::compensate::{Compensation, compensate};
+    let r = run(5.0).await;
+    let p = r.plan.regions.primary.clone();
+    let before = handover_testkit::world::p_security_groups(&r.aws, &r.plan).await;
+    r.fenced("exec-1", false).await.unwrap();
+    let id = unique("refuse-unfence");
+    handover_testkit::add_fault_rules(json!([{"id": id, "mode": "error", "status": 400,
+        "code": "InvalidVPCNetworkStateFault", "message": "injected", "service": "rds",
+        "action": "ModifyDBInstance", "target": p.db_instance_id}]))
+    .await;
+    let (p_rds, s_rds) = (r.p_rds().await, r.s_rds().await);
+    let out = compensate(&r.plan, &r.store, "exec-1", &p_rds, &s_rds, Utc::now()).await;
+    handover_testkit::remove_fault_rules(&[&id]).await;
+    let Compensation::Released {
+        restored_groups,
+        detail,
+    } = out
+    else {
+        panic!("{out:?}")
+    };
+    assert_eq!(restored_groups, None);
+    assert!(detail.contains("could NOT be unfenced"), "{detail}");
+    let rec = r.store.primary().await.unwrap().unwrap();
+    assert!(rec.transition.is_none(), "the next incident is not refused");
+    assert_eq!(rec.unfence_pending.as_ref(), Some(&before));
+    // A fence now (P still fenced) records P's real groups.
+    let f = r.fenced("exec-2", false).await.unwrap();
+    let fence: handover::execution::FenceResult = f.require("fence").unwrap();
+    assert_eq!(fence.previous_security_groups, before);
+    let out = compensate(&r.plan, &r.store, "exec-2", &p_rds, &s_rds, Utc::now()).await;
+    assert!(
+        matches!(
+            out,
+            Compensation::Released {
+                restored_groups: Some(_),
+                ..
+            }
+        ),
+        "{out:?}"
+    );
+    assert_eq!(
+        handover_testkit::world::p_security_groups(&r.aws, &r.plan).await,
+        before
+    );
+    assert_eq!(
+        r.store.primary().await.unwrap().unwrap().unfence_pending,
+        None
+    );
+
+    // Refused again; then the sweep (no run holding a transition) unfences.
+    r.fenced("exec-3", false).await.unwrap();
+    handover_testkit::add_fault_rules(json!([{"id": id, "mode": "error", "status": 400,
+        "code": "InvalidVPCNetworkStateFault", "message": "injected", "service": "rds",
+        "action": "ModifyDBInstance", "target": p.db_instance_id}]))
+    .await;
+    compensate(&r.plan, &r.store, "exec-3", &p_rds, &s_rds, Utc::now()).await;
+    handover_testkit::remove_fault_rules(&[&id]).await;
+    let deps = handover::report::audit::AuditDeps {
+        aws: std::sync::Arc::new(handover_testkit::aws()),
+        store: r.store.clone(),
+        slack: None,
+    };
+    let sfn = handover::report::sources::SfnHistory::new(&r.aws, "ap-northeast-1").await;
+    let out = handover::report::sweep::sweep(
+        &deps,
+        &sfn,
+        "arn:aws:states:ap-northeast-1:123456789012:stateMachine:handover-none",
+        Utc::now(),
+    )
+    .await
+    .unwrap();
+    assert!(
+        matches!(
+            out,
+            handover::report::audit::AuditOutcome::Reconciled { .. }
+        ),
+        "{out:?}"
+    );
+    assert_eq!(
+        handover_testkit::world::p_security_groups(&r.aws, &r.plan).await,
+        before
+    );
+    assert_eq!(
+        r.store.primary().await.unwrap().unwrap().unfence_pending,
+        None
+    );
+}
+
 /// A promoter whose answers are scripted, for the retry sequence moto
 /// cannot produce: a describe that lags behind an accepted call.
 struct Scripted {

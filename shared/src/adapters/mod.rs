@@ -91,6 +91,18 @@ impl AwsError {
         }
     }
 
+    /// Worth retrying: a timeout, throttling, a 5xx or a transport failure.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            AwsError::Timeout { .. }
+                | AwsError::Call {
+                    transient: true,
+                    ..
+                }
+        )
+    }
+
     /// Did the call perhaps act? A timeout, a transport failure or a 5xx
     /// answer leaves the outcome unknown (the server may have acted before
     /// the answer was lost); a 4xx answer (throttling, validation, access)

@@ -151,11 +151,13 @@ pub async fn compensate<P: DbFencer + Sync, S: DbInspector + Sync>(
     }
     // Never promoted: unfence P, then release the transition. RDS refuses a
     // modify while P is `rebooting` (the fence's reboot, perhaps repeated
-    // when its answers were lost), so the unfence is retried for up to
-    // UNFENCE_BUDGET. If P still cannot be unfenced, the transition stays:
-    // a fenced P with nothing promoted is no writer at all, and the held
-    // transition is what audit's sweep retries every 5 minutes, where a
-    // released one would be forgotten.
+    // when its answers were lost), so a refusal of that kind, or a transient
+    // error, is retried for up to UNFENCE_BUDGET. If P still cannot be
+    // unfenced (P's Region unreachable, the instance failed), its groups are
+    // kept in the record (`unfence_pending`) and the transition is released
+    // all the same: a held transition would refuse every later failover. The
+    // sweep retries the unfence while no run holds a transition, and the
+    // next fence records these groups as P's.
     let (restored_groups, unfence) = match &tr.fence_previous_groups {
         Some(previous) if !previous.is_empty() => {
             let deadline = tokio::time::Instant::now() + UNFENCE_BUDGET;
@@ -167,7 +169,10 @@ pub async fn compensate<P: DbFencer + Sync, S: DbInspector + Sync>(
                     .await
                 {
                     Ok(()) => break Ok(()),
-                    Err(e) if tokio::time::Instant::now() + UNFENCE_PAUSE < deadline => {
+                    Err(e)
+                        if (e.code() == Some("InvalidDBInstanceState") || e.is_transient())
+                            && tokio::time::Instant::now() + UNFENCE_PAUSE < deadline =>
+                    {
                         warn!(execution, attempts, error = %crate::error::chain(&e), "P not unfenced yet; trying again");
                         tokio::time::sleep(UNFENCE_PAUSE).await;
                     }
@@ -181,12 +186,17 @@ pub async fn compensate<P: DbFencer + Sync, S: DbInspector + Sync>(
                 ),
                 Err(e) => {
                     error!(execution, alert = true, groups = ?previous, attempts, "P could not be unfenced");
-                    return Compensation::Unresolved {
-                        detail: format!(
-                            "P could NOT be unfenced after {attempts} attempts ({}): nothing was promoted, so the service has no writer. The transition stays and audit's sweep tries again every 5 minutes; to act now, restore P's security groups to {previous:?}",
+                    let kept = match store.record_unfence_pending(previous, now).await {
+                        Ok(()) => "its groups are kept in the record and audit's sweep tries again every 5 minutes".to_owned(),
+                        Err(se) => format!("and its groups could not be kept in the record ({})", crate::error::chain(&se)),
+                    };
+                    (
+                        None,
+                        format!(
+                            "P could NOT be unfenced after {attempts} attempts ({}): nothing was promoted, so the service has no writer until P's groups are back; {kept}; to act now, restore P's security groups to {previous:?}",
                             crate::error::chain(&e)
                         ),
-                    };
+                    )
                 }
             }
         }
@@ -194,6 +204,12 @@ pub async fn compensate<P: DbFencer + Sync, S: DbInspector + Sync>(
     };
     match store.abandon_transition(rec.epoch, execution, now).await {
         Ok(TransitionOutcome::Claimed(_)) => {
+            if restored_groups.is_some()
+                && rec.unfence_pending.is_some()
+                && let Err(e) = store.clear_unfence_pending(now).await
+            {
+                warn!(error = %crate::error::chain(&e), "P is unfenced but the pending record stays (the sweep will find P already unfenced)");
+            }
             warn!(execution, unfence = %unfence, "the run ended before promotion: transition released");
             Compensation::Released {
                 restored_groups,

@@ -132,6 +132,7 @@ pub async fn fence<F: DbFencer>(
         budget,
         Duration::from_secs(plan.fence.confirm_s),
         plan.fence.end_sessions.then_some(tr.fence_reboot_at),
+        rec.unfence_pending.clone(),
         store,
         epoch,
         execution,
@@ -190,6 +191,8 @@ async fn attempt<F: DbFencer>(
     confirm: Duration,
     // End P's sessions? With when an earlier attempt's reboot was accepted.
     end_sessions: Option<Option<DateTime<Utc>>>,
+    // P's groups from before an earlier fence that could not be undone.
+    unfence_pending: Option<Vec<String>>,
     store: &Store,
     epoch: i64,
     execution: &str,
@@ -209,7 +212,12 @@ async fn attempt<F: DbFencer>(
             ));
         }
     };
-    let previous: Vec<String> = before.security_groups.clone();
+    // P still carries an earlier run's fence that compensation could not
+    // undo: its groups from before that fence are the ones to restore.
+    let previous: Vec<String> = match unfence_pending {
+        Some(pending) if before.security_groups.iter().all(|g| g == fence_group) => pending,
+        _ => before.security_groups.clone(),
+    };
     if let Err(e) = store
         .record_fence_previous(epoch, execution, &previous, now())
         .await

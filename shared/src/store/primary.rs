@@ -90,6 +90,14 @@ pub struct PrimaryRecord {
     /// each change (`what` -> the value before; `None`: there was none), for
     /// failback and the report.
     pub switch_previous: std::collections::BTreeMap<String, Option<String>>,
+    /// The values switch replaced at the failover before the last one (kept
+    /// when the next failover starts recording its own, for failback).
+    pub last_switch_previous: std::collections::BTreeMap<String, Option<String>>,
+    /// P's security groups from before a fence that compensation could not
+    /// undo (P unreachable or refusing); audit's sweep keeps trying while no
+    /// run holds a transition, and the next fence records these as P's
+    /// previous groups instead of the deny-all group it finds.
+    pub unfence_pending: Option<Vec<String>>,
 }
 
 /// Result of creating the record.
@@ -164,18 +172,11 @@ impl PrimaryRecord {
             updated_at: a.time_ms("updated_ms")?,
             promoted_at: a.opt_time_ms("promoted_ms")?,
             last_transition,
-            switch_previous: match a.opt_map("switch_previous")? {
-                None => Default::default(),
-                Some(m) => m
-                    .iter()
-                    .map(|(what, v)| {
-                        let v = match v {
-                            AttributeValue::M(inner) => Attrs::new(PK, inner).opt_s("value")?,
-                            _ => None,
-                        };
-                        Ok((what.clone(), v))
-                    })
-                    .collect::<Result<_, StoreError>>()?,
+            switch_previous: values_map(a.opt_map("switch_previous")?)?,
+            last_switch_previous: values_map(a.opt_map("last_switch_previous")?)?,
+            unfence_pending: match item.get("unfence_pending") {
+                None | Some(AttributeValue::Null(_)) => None,
+                Some(_) => Some(a.strings("unfence_pending")?),
             },
         })
     }
@@ -193,6 +194,24 @@ impl PrimaryRecord {
             }
         }
     }
+}
+
+/// A `switch_previous` map: `what` -> {"value": S | NULL}.
+fn values_map(
+    m: Option<&Item>,
+) -> Result<std::collections::BTreeMap<String, Option<String>>, StoreError> {
+    let Some(m) = m else {
+        return Ok(Default::default());
+    };
+    m.iter()
+        .map(|(what, v)| {
+            let v = match v {
+                AttributeValue::M(inner) => Attrs::new(PK, inner).opt_s("value")?,
+                _ => None,
+            };
+            Ok((what.clone(), v))
+        })
+        .collect()
 }
 
 fn parse_transition(t: &Item) -> Result<Transition, StoreError> {
@@ -426,6 +445,55 @@ impl Store {
         Ok(Some(rec.switch_previous.get(what).cloned().flatten()))
     }
 
+    /// P could not be unfenced: keep its groups from before the fence, so
+    /// the sweep can retry and the next fence can record them (first kept).
+    pub async fn record_unfence_pending(
+        &self,
+        groups: &[String],
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        self.client()
+            .update_item()
+            .table_name(self.table())
+            .set_key(Some(Self::key(PK)))
+            .update_expression(
+                "SET unfence_pending = if_not_exists(unfence_pending, :g), updated_ms = :now",
+            )
+            .condition_expression("attribute_exists(pk)")
+            .expression_attribute_values(
+                ":g",
+                AttributeValue::L(groups.iter().map(|g| s(g.as_str())).collect()),
+            )
+            .expression_attribute_values(":now", ms(now))
+            .send()
+            .await
+            .map_err(|e| call_error("UpdateItem", PK, e))?;
+        Ok(())
+    }
+
+    /// P was unfenced: forget the pending groups (only while no run holds a
+    /// transition, which would own P's groups now).
+    pub async fn clear_unfence_pending(&self, now: DateTime<Utc>) -> Result<bool, StoreError> {
+        let res = self
+            .client()
+            .update_item()
+            .table_name(self.table())
+            .set_key(Some(Self::key(PK)))
+            .update_expression("SET updated_ms = :now REMOVE unfence_pending")
+            .condition_expression("attribute_exists(pk) AND attribute_not_exists(#t)")
+            .expression_attribute_names("#t", "transition")
+            .expression_attribute_values(":now", ms(now))
+            .send()
+            .await;
+        match res {
+            Ok(_) => Ok(true),
+            Err(e) => match conditional_old(&e) {
+                Some(_) => Ok(false),
+                None => Err(call_error("UpdateItem", PK, e)),
+            },
+        }
+    }
+
     /// Record that P's reboot (ending its sessions) was accepted (first one kept).
     pub async fn record_fence_reboot(
         &self,
@@ -561,7 +629,9 @@ impl Store {
             .set_key(Some(Self::key(PK)))
             .update_expression(
                 "SET epoch = :next, #r = :r, db_instance_id = :db, previous_region = #r, \
-                 last_execution = :x, last_transition = #t, switch_previous = :none, promoted_ms = :now, updated_ms = :now REMOVE #t",
+                 last_execution = :x, last_transition = #t, \
+                 last_switch_previous = if_not_exists(switch_previous, :none), switch_previous = :none, \
+                 promoted_ms = :now, updated_ms = :now REMOVE #t, unfence_pending",
             )
             .condition_expression(
                 "attribute_exists(pk) AND epoch = :e AND #t.execution = :x AND #t.phase = :promoting",
