@@ -1175,6 +1175,14 @@ async fn path_a_stuck_promotion_stays_fenced_and_the_sweep_completes_it_once_s_i
         .unwrap();
     assert_eq!(swept["outcome"], "reconciled", "{swept}");
     assert_eq!(swept["compensation"]["outcome"], "completed", "{swept}");
+    // People are told that nothing switched.
+    assert!(
+        w.slack
+            .messages()
+            .iter()
+            .any(|m| m.body.to_string().contains("were NOT switched")),
+        "no alert that traffic and the writer did not move"
+    );
     let rec = w.store.primary().await.unwrap().unwrap();
     assert_eq!((rec.region.as_str(), rec.epoch), (s.region.as_str(), 2));
     assert!(rec.transition.is_none(), "{rec:?}");

@@ -26,7 +26,7 @@ use crate::store::{Store, StoreError};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 /// `detail` of an EventBridge "Step Functions Execution Status Change" event.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -162,6 +162,37 @@ pub enum Trigger {
     Sweep,
 }
 
+/// Post one plain message to the plan's channel (a failure is logged).
+pub(crate) async fn notify(
+    deps: &AuditDeps,
+    plan: &crate::plan::Plan,
+    text: &str,
+) -> Option<String> {
+    let (api, secrets) = deps.slack.as_ref()?;
+    let blocks =
+        vec![serde_json::json!({"type": "section", "text": {"type": "mrkdwn", "text": text}})];
+    let result = async {
+        let token = crate::slack::secrets::read_slack(
+            secrets,
+            &plan.slack.bot_token_secret_arn,
+            crate::slack::secrets::SlackSecret::BotToken,
+        )
+        .await
+        .map_err(|e| crate::error::chain(&e))?;
+        api.post_message(&token, &plan.slack.channel, text, &blocks)
+            .await
+            .map_err(|e| crate::error::chain(&e))
+    }
+    .await;
+    Some(match result {
+        Ok(posted) => format!("posted {}", posted.ts),
+        Err(e) => {
+            warn!(error = %e, "Slack message not posted");
+            format!("not posted: {e}")
+        }
+    })
+}
+
 /// Post the summary; a failure is logged and reported, never fatal.
 async fn post_summary(
     deps: &AuditDeps,
@@ -292,6 +323,17 @@ pub async fn audit_for<H: ExecutionHistory>(
         now,
     )
     .await;
+    if let crate::failover::compensate::Compensation::Completed { epoch } = &compensation {
+        let switched = steps.switch.is_some();
+        error!(execution = %event.execution_arn, epoch, switched, alert = true, "the run ended after promoting S: the record now names S");
+        if !switched {
+            let text = format!(
+                ":rotating_light: *The run ended after S was promoted* ({}, {}). The primary record now names S (epoch {epoch}) and P stays fenced, but *the run never switched traffic and the writer endpoint*: move them to S now, then verify a write.",
+                input.incident_id, event.status
+            );
+            notify(deps, plan, &text).await;
+        }
+    }
     let parameters = SsmParameters::new(&deps.aws, &plan.regions.standby.region).await;
     let secrets = SecretsManagerUsernames::new(&deps.aws, &plan.regions.standby.region);
     let sources = CheckSources {

@@ -122,6 +122,22 @@ pub async fn sweep<S: ExecutionHistory + ExecutionLookup>(
             )
             .await;
             info!(execution = %t.execution, status = %status.status, compensation = ?compensation, "reconciled a transition its ended run left");
+            if let crate::failover::compensate::Compensation::Completed { epoch } = &compensation {
+                // The record now names S, but the run that gave up never
+                // switched: traffic and the writer still point at fenced P.
+                error!(execution = %t.execution, epoch, alert = true, "S finished promoting after its run gave up: traffic and the writer endpoint were not switched");
+                let text = format!(
+                    ":rotating_light: *S finished promoting after the run gave up* ({}). The primary record now names {} (epoch {epoch}), and P stays fenced. *Traffic and the writer endpoint were NOT switched*: move them to S now (the writer to `{}`, and the public name's lever as the plan's `dns.switch_mode` says), then verify a write.",
+                    t.execution,
+                    plan.regions.standby.region,
+                    match &plan.dns.writer {
+                        crate::plan::WriterEndpoint::Cname { standby_target, .. } => standby_target,
+                        crate::plan::WriterEndpoint::SsmParameter { standby_value, .. } =>
+                            standby_value,
+                    }
+                );
+                super::audit::notify(deps, plan, &text).await;
+            }
             return Ok(AuditOutcome::Reconciled {
                 execution: t.execution,
                 compensation,
