@@ -47,8 +47,12 @@ impl TaskCallback for Counting {
         *self.last_failure.lock().unwrap() = Some((error.to_owned(), cause.to_owned()));
         self.inner.fail(execution, token, error, cause).await
     }
-    async fn status(&self, execution: &str) -> Result<(String, Option<String>), CallbackError> {
-        self.inner.status(execution).await
+    async fn task_end(
+        &self,
+        execution: &str,
+        token: &TaskToken,
+    ) -> Result<Option<handover::approval::callback::TaskEnd>, CallbackError> {
+        self.inner.task_end(execution, token).await
     }
 }
 

@@ -33,6 +33,17 @@ impl Classify for CallbackError {
     }
 }
 
+/// How a callback task ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TaskEnd {
+    /// SendTaskSuccess reached it.
+    Succeeded,
+    /// SendTaskFailure reached it, with this error.
+    Failed(String),
+    /// It timed out (nobody's decision arrived).
+    TimedOut,
+}
+
 /// Send a waiting task its result.
 pub trait TaskCallback {
     /// Resume the task of `execution` with `output` (JSON).
@@ -50,12 +61,14 @@ pub trait TaskCallback {
         error: &str,
         cause: &str,
     ) -> impl Future<Output = Result<(), CallbackError>> + Send;
-    /// The execution's status (`RUNNING`, `SUCCEEDED`, …) and the error of a
-    /// failed one (states:DescribeExecution).
-    fn status(
+    /// How the task that handed out `token` ended, read from the execution's
+    /// history (states:GetExecutionHistory): `None` while it waits or when
+    /// the token is not found.
+    fn task_end(
         &self,
         execution: &str,
-    ) -> impl Future<Output = Result<(String, Option<String>), CallbackError>> + Send;
+        token: &TaskToken,
+    ) -> impl Future<Output = Result<Option<TaskEnd>, CallbackError>> + Send;
 }
 
 /// Step Functions over the SDK. The Region is the execution's own.
@@ -135,17 +148,52 @@ impl TaskCallback for SfnCallback {
             .map_err(|e| classify(call_error("states", "SendTaskFailure", region, e)))
     }
 
-    #[instrument(skip(self))]
-    async fn status(&self, execution: &str) -> Result<(String, Option<String>), CallbackError> {
+    #[instrument(skip(self, token))]
+    async fn task_end(
+        &self,
+        execution: &str,
+        token: &TaskToken,
+    ) -> Result<Option<TaskEnd>, CallbackError> {
+        use aws_sdk_sfn::types::HistoryEventType as T;
         let region = self.region(execution);
-        self.aws
+        let out = self
+            .aws
             .sfn(region)
             .await
-            .describe_execution()
+            .get_execution_history()
             .execution_arn(execution)
+            .max_results(1000)
             .send()
             .await
-            .map(|d| (d.status().as_str().to_owned(), d.error().map(str::to_owned)))
-            .map_err(|e| CallbackError::Call(call_error("states", "DescribeExecution", region, e)))
+            .map_err(|e| {
+                CallbackError::Call(call_error("states", "GetExecutionHistory", region, e))
+            })?;
+        // The task that handed out this token is the one scheduled with it
+        // in its parameters; its end is the next task end before another
+        // task is scheduled.
+        let events = out.events();
+        let Some(start) = events.iter().position(|e| {
+            e.task_scheduled_event_details()
+                .is_some_and(|d| d.parameters().contains(token.expose()))
+        }) else {
+            return Ok(None);
+        };
+        for e in &events[start + 1..] {
+            match e.r#type() {
+                T::TaskSucceeded => return Ok(Some(TaskEnd::Succeeded)),
+                T::TaskFailed => {
+                    let error = e
+                        .task_failed_event_details()
+                        .and_then(|d| d.error())
+                        .unwrap_or_default()
+                        .to_owned();
+                    return Ok(Some(TaskEnd::Failed(error)));
+                }
+                T::TaskTimedOut => return Ok(Some(TaskEnd::TimedOut)),
+                T::TaskScheduled => return Ok(None),
+                _ => {}
+            }
+        }
+        Ok(None)
     }
 }

@@ -62,6 +62,8 @@ pub enum Outcome {
         by: String,
         /// When.
         at: DateTime<Utc>,
+        /// Known to have reached the run.
+        delivered: bool,
     },
     /// The key expired before anyone decided.
     Expired {
@@ -127,10 +129,20 @@ impl Outcome {
                 d.approver_name,
                 d.at.to_rfc3339()
             ),
-            Outcome::AlreadyDecided { decision, by, at } => {
+            Outcome::AlreadyDecided {
+                decision,
+                by,
+                at,
+                delivered,
+            } => {
                 format!(
-                    "Already decided ({decision}) by {by} at {}.",
-                    message::slack_date(*at)
+                    "Already decided ({decision}) by {by} at {}.{}",
+                    message::slack_date(*at),
+                    if *delivered {
+                        ""
+                    } else {
+                        " It is not confirmed to have reached the run yet: the same click by them sends it again."
+                    }
                 )
             }
             Outcome::Expired { at } => format!(
@@ -247,10 +259,18 @@ impl<T: TaskCallback + Sync> Decider<'_, T> {
                 (a, at, true)
             }
             ConsumeOutcome::AlreadyDecided {
-                decision, by, at, ..
+                decision,
+                by,
+                at,
+                undelivered,
             } => {
                 let by = self.plan.approver(&by).map_or(by, |a| a.name.clone());
-                return Outcome::AlreadyDecided { decision, by, at };
+                return Outcome::AlreadyDecided {
+                    decision,
+                    by,
+                    at,
+                    delivered: undelivered.is_none(),
+                };
             }
         };
         let decided = Decided {
@@ -323,24 +343,19 @@ impl<T: TaskCallback + Sync> Decider<'_, T> {
             Ok(Err(CallbackError::TaskClosed { code })) => {
                 // The run no longer waits for this token. Did this decision
                 // arrive (an earlier send, or the SDK's own first attempt
-                // whose answer was lost before it retried), so that the run
-                // went on or ended the way this decision ends it? Or did the
-                // run stop waiting?
-                if let Ok(Ok((status, error))) =
-                    timeout(share(deadline), self.callback.status(&approval.execution)).await
+                // whose answer was lost before it retried)? The history says
+                // how the task that handed out this token ended.
+                if let Ok(Ok(Some(end))) = timeout(
+                    share(deadline),
+                    self.callback.task_end(&approval.execution, &token),
+                )
+                .await
                 {
-                    // Before the wait's own timeout, a closed task in a
-                    // running run can only mean the decision arrived.
-                    let waiting = chrono::Duration::seconds(
-                        i64::try_from(self.plan.timings.approval_timeout_s)
-                            .unwrap_or(i64::MAX / 1000),
-                    );
-                    let in_time = self.clock.now() < approval.requested_at + waiting;
-                    let arrived = match decided.decision {
-                        Decision::Approve => {
-                            status == "SUCCEEDED" || (status == "RUNNING" && in_time)
-                        }
-                        Decision::Reject => error.as_deref() == Some(ErrorName::Rejected.as_str()),
+                    use super::callback::TaskEnd;
+                    let arrived = match (&end, decided.decision) {
+                        (TaskEnd::Succeeded, Decision::Approve) => true,
+                        (TaskEnd::Failed(e), Decision::Reject) => e == ErrorName::Rejected.as_str(),
+                        _ => false,
                     };
                     if arrived {
                         delivered().await;

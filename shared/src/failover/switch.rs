@@ -453,17 +453,24 @@ struct Ledger<'a, N> {
 impl<N: Fn() -> DateTime<Utc>> Ledger<'_, N> {
     /// Record `current` as what `what` was before the switch (first value
     /// kept) and return the value on record.
+    ///
+    /// Best effort: S is promoted, and a store that cannot write must not
+    /// keep the writer on P. The value is still in the step's result.
     async fn before(&self, what: &str, current: Option<&str>) -> Result<Option<String>, StepError> {
         match self
             .store
             .record_switch_previous(self.epoch, self.execution, what, current, (self.now)())
-            .await?
+            .await
         {
-            Some(on_record) => Ok(on_record),
-            None => Err(StepError::Refused(format!(
+            Ok(Some(on_record)) => Ok(on_record),
+            Ok(None) => Err(StepError::Refused(format!(
                 "the primary record is no longer epoch {} of this execution: another run moved it",
                 self.epoch
             ))),
+            Err(e) => {
+                tracing::warn!(what, error = %crate::error::chain(&e), "could not record the value before the switch; it is in the step's result only");
+                Ok(current.map(str::to_owned))
+            }
         }
     }
 
@@ -475,7 +482,13 @@ impl<N: Fn() -> DateTime<Utc>> Ledger<'_, N> {
         target: &str,
         changes: &mut Vec<Change>,
     ) -> Result<(), StepError> {
-        let rec = self.store.primary().await?;
+        let rec = match self.store.primary().await {
+            Ok(rec) => rec,
+            Err(e) => {
+                tracing::warn!(what, error = %crate::error::chain(&e), "could not read the value on record; the change is made");
+                return Ok(());
+            }
+        };
         if let Some(previous) = rec
             .filter(|r| {
                 r.epoch == self.epoch && r.last_execution.as_deref() == Some(self.execution)
@@ -582,12 +595,12 @@ where
             if current == Some(PINNED) {
                 return ledger.already(&what, &target, changes).await;
             }
-            let previous = ledger
-                .before(
-                    &what,
-                    Some(&current.map_or_else(|| "unknown".to_owned(), shown)),
-                )
-                .await?;
+            // Unread settings are not recorded (a re-run that reads them
+            // records the real ones); failback puts the defaults back.
+            let previous = match current {
+                Some(c) => ledger.before(&what, Some(&shown(c))).await?,
+                None => Some("unknown (GetHealthCheck failed)".to_owned()),
+            };
             deps.checks
                 .set_flags(id, PINNED.0, PINNED.1, budget)
                 .await?;
