@@ -395,7 +395,11 @@ def kill_and_replace(pid: int) -> None:
     except OSError:
         return
     for _ in range(100):
-        if not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z":
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().split()[2] == "Z":
+                    break
+        except OSError:  # gone (reaped): the race the check exists for
             break
         time.sleep(0.02)
     log = open(out, "ab") if out.startswith("/") and os.path.exists(out) else subprocess.DEVNULL
