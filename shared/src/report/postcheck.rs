@@ -103,6 +103,22 @@ pub fn evaluate(plan: &Plan, run: RunContext, seen: &Observed) -> PostChecks {
     }
 }
 
+/// RDS statuses in which the engine serves no client (RDS User Guide, "Viewing
+/// Amazon RDS DB instance status").
+const ENGINE_DOWN: &[&str] = &[
+    "stopped",
+    "stopping",
+    "starting",
+    "rebooting",
+    "deleting",
+    "failed",
+    "incompatible-network",
+    "incompatible-restore",
+    "incompatible-parameters",
+    "inaccessible-encryption-credentials",
+    "restore-error",
+];
+
 fn split_brain(plan: &Plan, run: RunContext, seen: &Observed) -> Finding {
     const C: &str = "split_brain";
     let fence = &plan.regions.primary.fence_security_group_id;
@@ -141,7 +157,10 @@ fn split_brain(plan: &Plan, run: RunContext, seen: &Observed) -> Finding {
             let fenced = p.security_groups.iter().all(|g| g == fence)
                 && p.security_groups.iter().any(|g| g == fence)
                 && p.unsettled_security_groups.is_empty();
-            let p_writer = p.replication_source.is_none() && p.status == "available";
+            // P takes writes in any status but the ones where its engine is
+            // down (`modifying` and `backing-up` still serve clients).
+            let p_writer =
+                p.replication_source.is_none() && !ENGINE_DOWN.contains(&p.status.as_str());
             let evidence = vec![describe(p)];
             if p_writer && s_writer && !fenced {
                 let why = if !p.security_groups.iter().any(|g| g == fence) {
