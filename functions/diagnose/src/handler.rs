@@ -71,7 +71,8 @@ pub async fn handler(event: serde_json::Value, deps: &Deps) -> Result<Diagnosis,
     if recheck {
         // After approval: every promote precondition, before the fence.
         let approval = state.require::<ApprovalResult>("approval").ok();
-        gate_before_fence(plan, &mut diagnosis, approval.as_ref());
+        let asked = state.require::<Diagnosis>("diagnosis").ok();
+        gate_before_fence(plan, &mut diagnosis, approval.as_ref(), asked.as_ref());
     }
     if let Some(cfg) = plan.explain.as_ref().filter(|_| !recheck) {
         let model = Bedrock::new(&deps.aws, cfg.region(plan)).await;

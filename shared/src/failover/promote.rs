@@ -417,39 +417,31 @@ pub async fn start<P: ReplicaPromoter, L: ReplicaLag>(
         return Err(StepError::Precondition(reason));
     }
     let s = &plan.regions.standby;
-    let sample = match lag
+    let latest = lag
         .latest_lag(
             &s.db_instance_id,
             now(),
             chrono::Duration::minutes(5),
             budget,
         )
-        .await?
-    {
-        Some(sample) if sample.seconds < 0.0 => {
-            return Err(StepError::Precondition(
-                "ReplicaLag is -1: replication has stopped".into(),
-            ));
-        }
-        Some(sample) => sample,
-        // The approver accepted an unknown loss: recorded as unknown (-1).
-        None if approval.data_loss_acknowledged => crate::adapters::cloudwatch::LagSample {
-            seconds: -1.0,
-            at: now(),
-        },
-        None => {
-            return Err(StepError::Precondition(format!(
-                "no ReplicaLag sample for {} in the last 5 minutes and the approval did not accept an unknown data loss",
-                s.db_instance_id
-            )));
-        }
-    };
-    if sample.seconds > plan.targets.rpo_s as f64 && !approval.data_loss_acknowledged {
-        return Err(StepError::Precondition(format!(
-            "replica lag {} s exceeds the RPO limit {} s and the approval did not acknowledge data loss",
-            sample.seconds, plan.targets.rpo_s
-        )));
+        .await?;
+    let asked = state
+        .require::<crate::execution::Diagnosis>("diagnosis")
+        .ok();
+    if let Some(reason) = crate::diagnose::gate::loss_blocker(
+        plan,
+        latest.map(|l| l.seconds),
+        &approval,
+        asked.as_ref(),
+        now(),
+    ) {
+        return Err(StepError::Precondition(reason));
     }
+    // No sample and an accepted unknown loss: recorded as unknown (-1).
+    let sample = latest.unwrap_or(crate::adapters::cloudwatch::LagSample {
+        seconds: -1.0,
+        at: now(),
+    });
     let rec = claimed(
         store
             .claim_promotion(epoch, execution, (sample.seconds, sample.at), now())
