@@ -601,13 +601,25 @@ where
                 Some(c) => ledger.before(&what, Some(&shown(c))).await?,
                 None => Some("unknown (GetHealthCheck failed)".to_owned()),
             };
-            deps.checks
-                .set_flags(id, PINNED.0, PINNED.1, budget)
-                .await?;
+            // Route 53 answers S already while P's check fails; the pin is
+            // what keeps it there once P answers again. A pin that cannot be
+            // set (us-east-1's control plane failing) is reported and
+            // alerted, not fatal: verify's DNS check decides whether users
+            // are on S now.
+            let now = match deps.checks.set_flags(id, PINNED.0, PINNED.1, budget).await {
+                Ok(()) => target,
+                Err(e) => {
+                    tracing::error!(health_check = %id, alert = true, error = %crate::error::chain(&e), "P's health check could not be pinned: Route 53 answers by P's check alone");
+                    format!(
+                        "NOT pinned ({}): Route 53 answers by P's check alone, and would send users back to P if it passes; set Disabled + Inverted on {id} by hand",
+                        crate::error::chain(&e)
+                    )
+                }
+            };
             changes.push(Change {
                 what,
                 previous,
-                now: target,
+                now,
             });
         }
         SwitchMode::RecordUpsert => {
