@@ -18,6 +18,7 @@ pub struct App {
     status: Arc<AtomicU16>,
     hits: Arc<AtomicUsize>,
     writable: Arc<AtomicBool>,
+    served_by: Arc<std::sync::Mutex<Option<String>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -31,13 +32,25 @@ impl App {
         let status = Arc::new(AtomicU16::new(status));
         let hits = Arc::new(AtomicUsize::new(0));
         let writable = Arc::new(AtomicBool::new(true));
-        let (s, h, wr) = (status.clone(), hits.clone(), writable.clone());
+        let served_by = Arc::new(std::sync::Mutex::new(None::<String>));
+        let (s, h, wr, sb) = (
+            status.clone(),
+            hits.clone(),
+            writable.clone(),
+            served_by.clone(),
+        );
         let task = tokio::spawn(async move {
             loop {
                 let Ok((mut sock, _)) = listener.accept().await else {
                     return;
                 };
                 let (s, h, wr) = (s.clone(), h.clone(), wr.clone());
+                let header = sb
+                    .lock()
+                    .unwrap()
+                    .as_ref()
+                    .map(|r| format!("x-served-by: {r}\r\n"))
+                    .unwrap_or_default();
                 tokio::spawn(async move {
                     let mut buf = vec![0u8; 8192];
                     let n = sock.read(&mut buf).await.unwrap_or(0);
@@ -52,7 +65,7 @@ impl App {
                     }
                     let body = format!("{{\"status\":{code}}}");
                     let resp = format!(
-                        "HTTP/1.1 {code} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        "HTTP/1.1 {code} X\r\ncontent-type: application/json\r\n{header}content-length: {}\r\nconnection: close\r\n\r\n{body}",
                         body.len()
                     );
                     let _ = sock.write_all(resp.as_bytes()).await;
@@ -64,8 +77,15 @@ impl App {
             status,
             hits,
             writable,
+            served_by,
             task,
         }
+    }
+
+    /// Name the Region that serves, in an `x-served-by` header (as a load
+    /// balancer or the app adds it).
+    pub fn set_served_by(&self, region: &str) {
+        *self.served_by.lock().unwrap() = Some(region.to_owned());
     }
 
     /// Answer `status` from now on ([`HANG`] to hang).

@@ -85,6 +85,9 @@ impl fmt::Display for Summary {
 }
 
 const SIGNING_SECRET: &str = "drill-signing-secret-0b1c2d3e4f";
+/// How long Route 53's checkers take to call a failing P unhealthy (AWS:
+/// failure threshold 3 x request interval 30 s = 90 s; compressed).
+const ROUTE53_DETECTION: Duration = Duration::from_secs(3);
 const BOT_TOKEN: &str = "xoxb-drill-bot-token-5a6b7c8d";
 const REGION: &str = "ap-northeast-1";
 
@@ -155,6 +158,7 @@ pub struct Drill {
     slack: SlackStandIn,
     p_app: App,
     s_app: App,
+    _front: crate::public::PublicFront,
     aws: Aws,
     plan: Plan,
     store: Store,
@@ -237,6 +241,15 @@ impl Drill {
         plan.regions.standby.endpoint = format!("{}/health", s_app.url);
         plan.dns.read_url = Some(format!("{}/health", s_app.url));
         provision_dns(&aws, &mut plan, "p-alb.ap-northeast-2.elb.amazonaws.com").await;
+        // The public name as users meet it: a front that sends each GET
+        // where Route 53 answers, to apps that say which Region served.
+        p_app.set_served_by(&plan.regions.primary.region);
+        s_app.set_served_by(&plan.regions.standby.region);
+        let front =
+            crate::public::PublicFront::start(&aws, &plan, p_app.url.clone(), s_app.url.clone())
+                .await;
+        plan.dns.read_url = Some(format!("{}/health", front.url));
+        plan.dns.served_by_header = Some("x-served-by".into());
         provision_databases(&aws, &plan).await;
         // RDS takes its time, as in AWS (compressed; README, "The emulated world").
         crate::campaign::realistic_pair(&plan).await;
@@ -364,6 +377,7 @@ impl Drill {
             slack,
             p_app,
             s_app,
+            _front: front,
             aws,
             plan,
             store,
@@ -388,6 +402,10 @@ impl Drill {
         );
         self.tasks.push(tokio::spawn(async move {
             let http = reqwest::Client::new();
+            // Route 53 marks an endpoint unhealthy only after several failed
+            // checks (failure threshold 3 x request interval 30 s in AWS;
+            // compressed here), so DNS moves to S some time after P fails.
+            let mut p_failing_since: Option<Instant> = None;
             loop {
                 let ok = |url: String| {
                     let http = http.clone();
@@ -400,6 +418,13 @@ impl Drill {
                     }
                 };
                 let (p, s) = tokio::join!(ok(p_url.clone()), ok(s_url.clone()));
+                let p = if p {
+                    p_failing_since = None;
+                    true
+                } else {
+                    let since = *p_failing_since.get_or_insert_with(Instant::now);
+                    since.elapsed() < ROUTE53_DETECTION
+                };
                 crate::control("health", json!({ &p_hc: p, &s_hc: s })).await;
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
@@ -807,6 +832,33 @@ impl Drill {
                 fmt_secs(m["target_s"].as_f64().unwrap_or_default()),
                 m["status"].as_str().unwrap_or("?").to_uppercase()
             ));
+        }
+        // Read RTO as users lived it, with its resolution; and the window in
+        // which users were on S that could not take their writes yet.
+        numbers.push(format!(
+            "  read RTO: {}",
+            report["numbers"]["read_rto"]["how"].as_str().unwrap_or("?")
+        ));
+        if let Some(w) = report["durations"]
+            .as_array()
+            .and_then(|d| d.iter().find(|s| s["key"] == "write_unavailable"))
+            && let Some(v) = w["value_s"].as_f64()
+        {
+            numbers.push(format!(
+                "  write-unavailable window: {} ({})",
+                fmt_secs(v),
+                w["how"].as_str().unwrap_or("")
+            ));
+        }
+        if status == "SUCCEEDED" {
+            let (read, write) = (
+                report["numbers"]["read_rto"]["value_s"].as_f64(),
+                report["numbers"]["write_rto"]["value_s"].as_f64(),
+            );
+            anyhow::ensure!(
+                matches!((read, write), (Some(r), Some(w)) if r < w),
+                "read RTO {read:?} is not below write RTO {write:?}: Route 53 moved reads before promotion, and the report should show it"
+            );
         }
         numbers.push("Report:".into());
         numbers.extend(lines);

@@ -16,6 +16,7 @@ pub mod fixtures;
 pub mod lambdas;
 pub mod logs;
 pub mod pdb;
+pub mod public;
 pub mod triggers;
 pub mod world;
 

@@ -12,8 +12,8 @@ use super::output::{emf_lines, files};
 use super::postcheck::{RunContext, evaluate};
 use super::render;
 use super::sources::{
-    CheckSources, ExecutionHistory, PAGE_SIZE, ReportStore, S3Reports, SecretsManagerUsernames,
-    SsmParameters, fold_history, observe,
+    CheckSources, ExecutionHistory, PAGE_SIZE, ReportReader, ReportStore, S3Reports,
+    SecretsManagerUsernames, SsmParameters, fold_history, observe,
 };
 use super::{ReportError, numbers};
 use crate::adapters::{AwsError, Rds};
@@ -298,9 +298,40 @@ pub async fn audit_for<H: ExecutionHistory>(
         },
         None => None,
     };
-    let facts = fold_history(history, &event.execution_arn, PAGE_SIZE).await?;
+    let mut facts = fold_history(history, &event.execution_arn, PAGE_SIZE).await?;
     let input = execution_input(&facts)?;
     let plan = &input.plan;
+    // The public name as detect saw it after the run started lives in the
+    // probe run (reset below); the re-audit finds it in the first report.
+    facts.observations = match trigger {
+        Trigger::FirstBackup => {
+            let key = format!("{}{}/report.json", plan.report.prefix, input.incident_id);
+            match S3Reports::new(&deps.aws, &plan.regions.standby.region)
+                .await
+                .get(&plan.report.bucket, &key)
+                .await
+            {
+                Ok(Some(bytes)) => serde_json::from_slice::<Report>(&bytes)
+                    .map(|r| r.observations)
+                    .unwrap_or_default(),
+                _ => Vec::new(),
+            }
+        }
+        Trigger::RunEnded | Trigger::Sweep => {
+            match deps.store.probe_run(&input.primary.region).await {
+                Ok(run) => run
+                    .evidence
+                    .iter()
+                    .filter_map(|e| serde_json::from_str::<crate::detect::TickEvidence>(e).ok())
+                    .filter_map(|t| t.public)
+                    .collect(),
+                Err(e) => {
+                    warn!(error = %crate::error::chain(&e), "the probe run's observations could not be read");
+                    Vec::new()
+                }
+            }
+        }
+    };
     let mut warnings = Vec::new();
     let steps = super::build::steps(&facts, &mut warnings);
     let run = RunContext {

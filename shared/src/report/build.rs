@@ -120,6 +120,7 @@ pub fn build(
         findings: checks.findings.clone(),
         action_items,
         failback: FAILBACK.iter().map(|s| (*s).to_owned()).collect(),
+        observations: super::numbers::observations(&basis),
         warnings,
     })
 }

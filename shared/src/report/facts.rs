@@ -95,6 +95,10 @@ pub struct RunFacts {
     pub first_seen: BTreeMap<String, DateTime<Utc>>,
     /// Events out of order or outputs that could not be read (kept, not fatal).
     pub warnings: Vec<String>,
+    /// Observations of the public name kept outside the history: detect's
+    /// ticks after the run started (from the probe run, read by audit), or
+    /// the ones the first report stored (read by the re-audit).
+    pub observations: Vec<crate::public::PublicObservation>,
     /// Index into `states` of visits not yet exited.
     open: Vec<usize>,
 }

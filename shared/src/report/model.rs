@@ -63,6 +63,10 @@ pub struct Report {
     pub action_items: Vec<ActionItem>,
     /// Failback checklist.
     pub failback: Vec<String>,
+    /// The public name as users met it, from T0 on: detect's ticks, the
+    /// diagnosis, the re-check and verify's read, in time order.
+    #[serde(default)]
+    pub observations: Vec<crate::public::PublicObservation>,
     /// Problems reading the history.
     pub warnings: Vec<String>,
 }
@@ -143,8 +147,10 @@ pub enum Status {
     Pass,
     /// Over the target (or not reached while the target already passed).
     Miss,
-    /// Not reached yet, and the target has not passed yet.
+    /// Not reached yet, and the target has not passed yet: it will still happen.
     Pending,
+    /// The run ended without reaching it (the measure says why).
+    NotReached,
     /// Does not apply to this run (e.g. RPO when nothing was promoted).
     NotApplicable,
 }
@@ -156,6 +162,7 @@ impl Status {
             Status::Pass => "pass",
             Status::Miss => "miss",
             Status::Pending => "pending",
+            Status::NotReached => "not reached",
             Status::NotApplicable => "n/a",
         }
     }

@@ -9,6 +9,7 @@ use crate::execution::{
     ApprovalResult, Diagnosis, ExecutionInput, FenceOutcome, FenceResult, PromotionResult,
     PromotionStatus, SwitchResult, VerifyResult,
 };
+use crate::public::PublicObservation;
 use chrono::{DateTime, Utc};
 
 /// The step outputs, typed (each `None` when the step did not run or its output was unreadable).
@@ -38,7 +39,7 @@ impl Steps {
             .filter(|p| p.status == PromotionStatus::Promoted)
             .and_then(|p| p.promoted_at)
     }
-    /// First 200 from S.
+    /// verify's first 200 from S.
     pub fn first_read(&self) -> Option<DateTime<Utc>> {
         self.verify.as_ref().and_then(|v| v.read.first_success_at)
     }
@@ -46,8 +47,8 @@ impl Steps {
     pub fn first_write(&self) -> Option<DateTime<Utc>> {
         self.verify.as_ref().and_then(|v| v.write.first_success_at)
     }
-    /// When traffic was on S: the switch, or the first read from S if that
-    /// came earlier (Route 53 health-check failover moves reads by itself).
+    /// When traffic was on S by the run's own record: the switch, or verify's
+    /// first read if that came earlier.
     pub fn traffic_on_s(&self) -> Option<(DateTime<Utc>, &'static str)> {
         let switched = self.switch.as_ref().map(|s| s.switched_at);
         match (switched, self.first_read()) {
@@ -73,6 +74,53 @@ pub struct Basis<'a> {
     pub now: DateTime<Utc>,
 }
 
+/// Every observation of the public name the run left, in time order:
+/// detect's ticks (the input's evidence and the ones audit read from the
+/// probe run), the diagnosis, the re-check, and verify's read as one more.
+pub fn observations(b: &Basis<'_>) -> Vec<PublicObservation> {
+    let mut all: Vec<PublicObservation> = b
+        .input
+        .evidence
+        .iter()
+        .filter_map(|e| e.get("public").cloned())
+        .filter_map(|v| serde_json::from_value(v).ok())
+        .chain(b.facts.observations.iter().cloned())
+        .chain(b.steps.diagnosis.as_ref().and_then(|d| d.public.clone()))
+        .chain(b.steps.recheck.as_ref().and_then(|d| d.public.clone()))
+        .collect();
+    if let Some(v) = &b.steps.verify
+        && let Some(at) = v.read.first_success_at
+    {
+        all.push(PublicObservation {
+            at,
+            by: "verify".into(),
+            dns: Vec::new(),
+            dns_side: None,
+            status: Some(200),
+            served_by: Some(crate::public::Side::S),
+            error: None,
+        });
+    }
+    all.sort_by_key(|o| o.at);
+    all.dedup_by(|a, b| a.at == b.at && a.by == b.by);
+    all
+}
+
+/// Users' first read from S (at or after T0), with the last observation
+/// before it that was not one.
+fn first_read_from_s(b: &Basis<'_>) -> Option<(PublicObservation, Option<PublicObservation>)> {
+    let all = observations(b);
+    let i = all
+        .iter()
+        .position(|o| o.at >= b.input.t0 && o.reads_from_s())?;
+    let before = all[..i]
+        .iter()
+        .rev()
+        .find(|o| o.at >= b.input.t0 && !o.reads_from_s())
+        .cloned();
+    Some((all[i].clone(), before))
+}
+
 /// `m:ss` (or `h:mm:ss`), negative with a sign.
 pub fn clock(s: f64) -> String {
     let sign = if s < 0.0 { "-" } else { "" };
@@ -96,21 +144,38 @@ fn rto(
     let t0 = b.input.t0;
     let target = b.input.plan.targets.rto_s;
     let value = to.map(|t| seconds(t0, t));
-    let ended = b.facts.terminal.is_some();
+    // The conservative RTO's point (the new primary's first backup) comes
+    // after the run: the run's end does not make it "not reached".
+    let ended = b.facts.terminal.is_some() && key != "conservative_rto";
     let status = match value {
         Some(v) if v <= target as f64 => Status::Pass,
         Some(_) => Status::Miss,
+        // The run ended without it: it will not happen (not "pending").
+        None if ended => Status::NotReached,
         None if seconds(t0, b.now) > target as f64 => Status::Miss,
         None => Status::Pending,
     };
+    let why = b.facts.terminal.as_ref().map(|t| {
+        format!(
+            "the run ended {}{}",
+            t.kind.trim_start_matches("Execution").to_ascii_lowercase(),
+            t.error
+                .as_deref()
+                .map(|e| format!(" ({e})"))
+                .unwrap_or_default()
+        )
+    });
     let how = match (value, ended) {
         (Some(v), _) => format!("T0 {} → {source} {} = {}", hms(t0), hms_opt(to), clock(v)),
+        (None, true) => format!(
+            "not reached: {} before it ({pending_note})",
+            why.unwrap_or_else(|| "the run ended".into())
+        ),
         (None, _) if status == Status::Miss => format!(
             "not reached ({pending_note}); {} since T0 already exceeds the target",
             clock(seconds(t0, b.now))
         ),
-        (None, true) => format!("not reached yet ({pending_note}; the run ended without it)"),
-        (None, false) => format!("not reached yet ({pending_note})"),
+        (None, false) => format!("pending: not reached yet ({pending_note})"),
     };
     Measure {
         key: key.into(),
@@ -139,14 +204,37 @@ pub fn numbers(b: &Basis<'_>) -> Numbers {
         .backup
         .as_ref()
         .map_or("post-check", |(_, src)| src.as_str());
-    let read_rto = rto(
+    let first = first_read_from_s(b);
+    let mut read_rto = rto(
         b,
         "read_rto",
         "Read RTO",
-        s.first_read(),
-        "$.verify.read.first_success_at",
-        "no 200 from S recorded",
+        first.as_ref().map(|(o, _)| o.at),
+        "the first 200 from S through the public name",
+        "no 200 from S through the public name recorded",
     );
+    if let Some((o, before)) = &first {
+        let t0 = b.input.t0;
+        read_rto.how = format!(
+            "{} (between {} and {}, {}): T0 {} → the first 200 from S through the public name, at {} ({}); {}",
+            clock(seconds(t0, o.at)),
+            before
+                .as_ref()
+                .map_or_else(|| "T0".to_owned(), |p| clock(seconds(t0, p.at))),
+            clock(seconds(t0, o.at)),
+            o.by,
+            hms(t0),
+            hms(o.at),
+            o.by,
+            match before {
+                Some(p) => format!(
+                    "the observation before it did not read from S: {}",
+                    p.describe()
+                ),
+                None => "no observation after T0 before it".into(),
+            }
+        );
+    }
     let write_rto = rto(
         b,
         "write_rto",
@@ -287,6 +375,14 @@ pub fn durations(b: &Basis<'_>) -> Vec<Span> {
     let first_write = s
         .first_write()
         .map(|t| (t, "$.verify.write.first_success_at"));
+    // Users reach S when the public name first serves a 200 from S (Route
+    // 53's health-check failover moves reads by itself, often long before
+    // the switch); from then until the first write, S is read-only to them.
+    let users_on_s = first_read_from_s(b)
+        .map(|(o, _)| (o.at, "the first 200 from S through the public name"))
+        .into_iter()
+        .chain(s.traffic_on_s())
+        .min_by_key(|(t, _)| *t);
     let mut out = vec![
         span("detection_delay", "Detection delay", t0, started),
         span("time_to_ask", "Time to ask", started, requested),
@@ -299,9 +395,15 @@ pub fn durations(b: &Basis<'_>) -> Vec<Span> {
         ),
         span("promotion", "Promotion", promote_call, promoted),
         span(
+            "promotion_to_first_write",
+            "Promotion → first write",
+            promoted,
+            first_write,
+        ),
+        span(
             "write_unavailable",
-            "Write-unavailable window",
-            s.traffic_on_s(),
+            "Write-unavailable window (users on S, S read-only)",
+            users_on_s,
             first_write,
         ),
     ];
@@ -311,6 +413,10 @@ pub fn durations(b: &Basis<'_>) -> Vec<Span> {
         _ => None,
     };
     let external: f64 = [&out[2], &out[4]].iter().filter_map(|x| x.value_s).sum();
+    debug_assert_eq!(
+        (out[2].key.as_str(), out[4].key.as_str()),
+        ("human_decision", "promotion")
+    );
     out.push(Span {
         key: "automation_overhead".into(),
         label: "Automation overhead".into(),

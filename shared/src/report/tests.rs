@@ -218,13 +218,13 @@ fn a_failed_run_names_the_failing_state_and_cause() {
     // Steps that ran still count; the ones that did not are pending or missed.
     assert_eq!(r.numbers.rpo.value_s, Some(12.0));
     assert_eq!(r.numbers.write_rto.value_s, None);
-    assert_eq!(
-        r.numbers.write_rto.status,
-        Status::Pending,
-        "11:05 after T0 the 15:00 target has not passed: the clock still runs"
-    );
+    // Issue 17: the run ended before it, so it is not "pending".
+    assert_eq!(r.numbers.write_rto.status, Status::NotReached);
     assert!(
-        r.numbers.write_rto.how.contains("the run ended without it"),
+        r.numbers
+            .write_rto
+            .how
+            .starts_with("not reached: the run ended failed (Handover.VerifyFailed) before it"),
         "{}",
         r.numbers.write_rto.how
     );
@@ -462,4 +462,64 @@ fn a_history_moto_produced_for_the_real_state_machine_renders_without_loss() {
         assert!(md.contains(&s.name), "{} missing from the Markdown", s.name);
         assert!(page.contains(&s.name), "{} missing from the HTML", s.name);
     }
+}
+
+/// Issue 17: the 003 timeline as a live run now records it. Route 53 moved
+/// reads to S at T+5:29, long before promotion; detect ticks (one a minute
+/// from T0) observe the public name; verify's read comes only after the
+/// switch. Read RTO is the first 200 from S through the public name, given
+/// with its resolution (the tick before it and the tick that saw it), not
+/// verify's late read.
+#[test]
+fn a_live_shaped_history_takes_read_rto_from_the_public_name_with_its_resolution() {
+    use crate::public::{PublicObservation, Side};
+    let events = parse_history_json(REFERENCE).unwrap();
+    let mut facts = RunFacts::from_events(&events);
+    // verify's read as a live run records it: after promotion and switch.
+    facts.steps["verify"]["read"]["first_success_at"] = serde_json::json!("2026-11-30T14:21:08Z");
+    let t0 = at("14:11:55");
+    facts.observations = (1..=8)
+        .map(|n| {
+            let t = t0 + chrono::Duration::minutes(n);
+            let on_s = t >= at("14:17:24");
+            PublicObservation {
+                at: t,
+                by: "detect tick".into(),
+                dns: vec![if on_s { "s-alb" } else { "p-alb" }.into()],
+                dns_side: Some(if on_s { Side::S } else { Side::P }),
+                status: Some(if on_s { 200 } else { 503 }),
+                served_by: Some(if on_s { Side::S } else { Side::P }),
+                error: None,
+            }
+        })
+        .collect();
+    let r = build(
+        "arn:aws:states:ap-northeast-1:123456789012:execution:handover:x",
+        &facts,
+        &checks(Some("14:25:00")),
+        at("14:30:00"),
+    )
+    .unwrap();
+    let n = &r.numbers;
+    let clock = super::numbers::clock;
+    // The tick at T+6:00 is the first to see S; the one at T+5:00 did not:
+    // Route 53's move (5:29) lies between them.
+    assert_eq!(n.read_rto.value_s.map(clock).as_deref(), Some("6:00"));
+    assert!(
+        n.read_rto
+            .how
+            .starts_with("6:00 (between 5:00 and 6:00, detect tick)"),
+        "{}",
+        n.read_rto.how
+    );
+    assert_eq!(n.write_rto.value_s.map(clock).as_deref(), Some("9:14"));
+    assert_eq!(
+        n.conservative_rto.value_s.map(clock).as_deref(),
+        Some("13:05")
+    );
+    assert_eq!(n.rpo.value_s, Some(126.0));
+    assert!(n.read_rto.value_s < n.write_rto.value_s);
+    // The report keeps the observations, verify's read among them.
+    assert!(r.observations.iter().any(|o| o.by == "verify"));
+    assert_eq!(r.observations.len(), 9);
 }

@@ -22,7 +22,7 @@ fn status_class(s: Status) -> &'static str {
         Status::Pass => "pass",
         Status::Miss => "miss",
         Status::Pending => "pending",
-        Status::NotApplicable => "na",
+        Status::NotReached | Status::NotApplicable => "na",
     }
 }
 

@@ -118,6 +118,7 @@ pub(crate) fn status_mark(s: Status) -> &'static str {
         Status::Pass => "✅ pass",
         Status::Miss => "❌ miss",
         Status::Pending => "⏳ pending",
+        Status::NotReached => "✖ not reached",
         Status::NotApplicable => "— n/a",
     }
 }
