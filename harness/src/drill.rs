@@ -870,6 +870,22 @@ impl Drill {
         })
     }
 
+    /// What Route 53 answers for the public name now.
+    async fn dns_answers(&self) -> Result<Vec<String>> {
+        Ok(self
+            .aws
+            .route53()
+            .await
+            .test_dns_answer()
+            .hosted_zone_id(&self.plan.dns.hosted_zone_id)
+            .record_name(&self.plan.dns.record_name)
+            .record_type(aws_sdk_route53::types::RrType::Cname)
+            .send()
+            .await?
+            .record_data()
+            .to_vec())
+    }
+
     /// What must be true after the scenario.
     async fn after_checks(&self, decision: Decision, summary: &Summary) -> Result<()> {
         // Look at P without the injected fault: the checks read moto's state, not P's availability.
@@ -910,45 +926,19 @@ impl Drill {
                     rec.region == self.plan.regions.standby.region && rec.epoch == 2,
                     "S is not primary in the table: {rec:?}"
                 );
-                let answers = self
-                    .aws
-                    .route53()
-                    .await
-                    .test_dns_answer()
-                    .hosted_zone_id(&self.plan.dns.hosted_zone_id)
-                    .record_name(&self.plan.dns.record_name)
-                    .record_type(aws_sdk_route53::types::RrType::Cname)
-                    .send()
-                    .await?;
+                let answers = self.dns_answers().await?;
                 anyhow::ensure!(
-                    answers
-                        .record_data()
-                        .iter()
-                        .any(|a| a == &self.plan.dns.standby_target),
-                    "DNS does not answer S: {:?}",
-                    answers.record_data()
+                    answers.contains(&self.plan.dns.standby_target),
+                    "DNS does not answer S: {answers:?}"
                 );
                 // Handover's lever holds: P's app answering again (its
                 // health check green) does not send users back to a fenced P.
                 self.p_app.set_status(200);
                 tokio::time::sleep(Duration::from_millis(1500)).await;
-                let again = self
-                    .aws
-                    .route53()
-                    .await
-                    .test_dns_answer()
-                    .hosted_zone_id(&self.plan.dns.hosted_zone_id)
-                    .record_name(&self.plan.dns.record_name)
-                    .record_type(aws_sdk_route53::types::RrType::Cname)
-                    .send()
-                    .await?;
+                let again = self.dns_answers().await?;
                 anyhow::ensure!(
-                    again
-                        .record_data()
-                        .iter()
-                        .any(|a| a == &self.plan.dns.standby_target),
-                    "P answers again and DNS went back to it: {:?}",
-                    again.record_data()
+                    again.contains(&self.plan.dns.standby_target),
+                    "P answers again and DNS went back to it: {again:?}"
                 );
                 self.say("checked: P's app answers again and DNS stays on S (P's health check pinned: Disabled + Inverted)");
                 // The canary dialled 127.0.0.1 and verified TLS against S's

@@ -524,19 +524,12 @@ where
             standby_target,
         } => {
             let what = format!("route53:{hosted_zone_id}:{name} CNAME (writer)");
-            let current = deps.records.value(hosted_zone_id, name, "CNAME").await?;
-            if same_name(current.as_deref(), standby_target) {
-                return ledger.already(&what, standby_target, changes).await;
-            }
-            let previous = ledger.before(&what, current.as_deref()).await?;
-            deps.records
-                .upsert(hosted_zone_id, name, "CNAME", standby_target, budget * 6)
-                .await?;
-            changes.push(Change {
-                what,
-                previous,
-                now: standby_target.clone(),
-            });
+            let cname = (
+                hosted_zone_id.as_str(),
+                name.as_str(),
+                standby_target.as_str(),
+            );
+            move_cname(deps.records, ledger, what, cname, budget * 6, changes).await?;
         }
         WriterEndpoint::SsmParameter {
             name,
@@ -624,28 +617,12 @@ where
         }
         SwitchMode::RecordUpsert => {
             let what = format!("route53:{}:{} CNAME", dns.hosted_zone_id, dns.record_name);
-            let current = deps
-                .records
-                .value(&dns.hosted_zone_id, &dns.record_name, "CNAME")
-                .await?;
-            if same_name(current.as_deref(), &dns.standby_target) {
-                return ledger.already(&what, &dns.standby_target, changes).await;
-            }
-            let previous = ledger.before(&what, current.as_deref()).await?;
-            deps.records
-                .upsert(
-                    &dns.hosted_zone_id,
-                    &dns.record_name,
-                    "CNAME",
-                    &dns.standby_target,
-                    budget * 6,
-                )
-                .await?;
-            changes.push(Change {
-                what,
-                previous,
-                now: dns.standby_target.clone(),
-            });
+            let cname = (
+                dns.hosted_zone_id.as_str(),
+                dns.record_name.as_str(),
+                dns.standby_target.as_str(),
+            );
+            move_cname(deps.records, ledger, what, cname, budget * 6, changes).await?;
         }
         SwitchMode::RoutingControl => {
             let (p, s) = (&plan.regions.primary, &plan.regions.standby);
@@ -673,6 +650,30 @@ where
             }
         }
     }
+    Ok(())
+}
+
+/// Point the CNAME `(zone, name)` at `target`, recording what it named
+/// before (or report the change an earlier attempt made).
+async fn move_cname<R: RecordSets, N: Fn() -> DateTime<Utc>>(
+    records: &R,
+    ledger: &Ledger<'_, N>,
+    what: String,
+    (zone, name, target): (&str, &str, &str),
+    budget: Duration,
+    changes: &mut Vec<Change>,
+) -> Result<(), StepError> {
+    let current = records.value(zone, name, "CNAME").await?;
+    if same_name(current.as_deref(), target) {
+        return ledger.already(&what, target, changes).await;
+    }
+    let previous = ledger.before(&what, current.as_deref()).await?;
+    records.upsert(zone, name, "CNAME", target, budget).await?;
+    changes.push(Change {
+        what,
+        previous,
+        now: target.to_owned(),
+    });
     Ok(())
 }
 

@@ -168,9 +168,20 @@ pub(crate) async fn notify(
     plan: &crate::plan::Plan,
     text: &str,
 ) -> Option<String> {
-    let (api, secrets) = deps.slack.as_ref()?;
     let blocks =
         vec![serde_json::json!({"type": "section", "text": {"type": "mrkdwn", "text": text}})];
+    post(deps, plan, text, &blocks).await
+}
+
+/// Post `text` and `blocks` with the bot token: `posted <ts>`, `not posted:
+/// <why>`, or None when Slack is not configured. Never fatal.
+async fn post(
+    deps: &AuditDeps,
+    plan: &crate::plan::Plan,
+    text: &str,
+    blocks: &[serde_json::Value],
+) -> Option<String> {
+    let (api, secrets) = deps.slack.as_ref()?;
     let result = async {
         let token = crate::slack::secrets::read_slack(
             secrets,
@@ -179,7 +190,7 @@ pub(crate) async fn notify(
         )
         .await
         .map_err(|e| crate::error::chain(&e))?;
-        api.post_message(&token, &plan.slack.channel, text, &blocks)
+        api.post_message(&token, &plan.slack.channel, text, blocks)
             .await
             .map_err(|e| crate::error::chain(&e))
     }
@@ -201,7 +212,7 @@ async fn post_summary(
     location: &str,
     trigger: Trigger,
 ) -> Option<String> {
-    let (api, secrets) = deps.slack.as_ref()?;
+    deps.slack.as_ref()?;
     let (mut text, mut blocks) = render::slack_summary(report, location);
     let note = match trigger {
         Trigger::RunEnded => None,
@@ -222,26 +233,7 @@ async fn post_summary(
             serde_json::json!({"type": "context", "elements": [{"type": "mrkdwn", "text": context}]}),
         );
     }
-    let result = async {
-        let token = crate::slack::secrets::read_slack(
-            secrets,
-            &plan.slack.bot_token_secret_arn,
-            crate::slack::secrets::SlackSecret::BotToken,
-        )
-        .await
-        .map_err(|e| crate::error::chain(&e))?;
-        api.post_message(&token, &plan.slack.channel, &text, &blocks)
-            .await
-            .map_err(|e| crate::error::chain(&e))
-    }
-    .await;
-    Some(match result {
-        Ok(posted) => format!("posted {}", posted.ts),
-        Err(e) => {
-            warn!(error = %e, "Slack summary not posted");
-            format!("not posted: {e}")
-        }
-    })
+    post(deps, plan, &text, &blocks).await
 }
 
 fn cooldown_of(plan: &crate::plan::Plan) -> chrono::Duration {

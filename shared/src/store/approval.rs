@@ -84,6 +84,17 @@ pub struct ConsumedApproval {
     pub requested_at: DateTime<Utc>,
 }
 
+impl ConsumedApproval {
+    fn from_attrs(a: &Attrs<'_>) -> Result<Self, StoreError> {
+        Ok(ConsumedApproval {
+            task_token: a.s("task_token")?,
+            execution: a.s("execution")?,
+            incident: a.s("incident")?,
+            requested_at: a.time_ms("requested_ms")?,
+        })
+    }
+}
+
 impl fmt::Debug for ConsumedApproval {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ConsumedApproval")
@@ -214,12 +225,7 @@ impl Store {
             Ok(out) => {
                 let item = out.attributes.unwrap_or_default();
                 let a = Attrs::new(&pk, &item);
-                Ok(ConsumeOutcome::Consumed(ConsumedApproval {
-                    task_token: a.s("task_token")?,
-                    execution: a.s("execution")?,
-                    incident: a.s("incident")?,
-                    requested_at: a.time_ms("requested_ms")?,
-                }))
+                Ok(ConsumeOutcome::Consumed(ConsumedApproval::from_attrs(&a)?))
             }
             Err(e) => match conditional_old(&e) {
                 Some(None) => Ok(ConsumeOutcome::Unknown),
@@ -305,12 +311,7 @@ fn refusal(pk: &str, old: &Item, now: DateTime<Utc>) -> Result<ConsumeOutcome, S
     if let Some(decision) = decision {
         let undelivered = match a.opt_time_ms("delivered_ms")? {
             Some(_) => None,
-            None => Some(ConsumedApproval {
-                task_token: a.s("task_token")?,
-                execution: a.s("execution")?,
-                incident: a.s("incident")?,
-                requested_at: a.time_ms("requested_ms")?,
-            }),
+            None => Some(ConsumedApproval::from_attrs(&a)?),
         };
         return Ok(ConsumeOutcome::AlreadyDecided {
             decision,
