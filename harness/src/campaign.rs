@@ -888,19 +888,28 @@ impl Campaign {
         if acted? {
             self.broken_at = Some(Instant::now());
         }
-        let ended = ended?;
-        for (arn, status) in &ended {
+        let mut ended = ended?;
+        for (arn, status) in &mut ended {
             out.statuses.push(status.clone());
             if status == "RUNNING" {
                 out.violations
                     .push(format!("{arn} still RUNNING long after its deadline"));
+                // Stop it, as an operator would, so that its audit (ABORTED)
+                // releases the lock and compensates: one stuck run is one
+                // violation, not a world that refuses every later incident.
+                let sfn = self.aws.sfn(REGION).await;
+                let _ = sfn
+                    .stop_execution()
+                    .execution_arn(arn.as_str())
+                    .error("Campaign.Deadline")
+                    .cause("still running long after the campaign's deadline")
+                    .send()
+                    .await;
+                *status = "ABORTED".into();
             }
         }
         let (mut tokens, mut fences, mut estimates) = (Vec::new(), Vec::new(), Vec::new());
         for (arn, status) in &ended {
-            if status == "RUNNING" {
-                continue;
-            }
             if status != "SUCCEEDED" {
                 let d = self
                     .aws
