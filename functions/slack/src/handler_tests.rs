@@ -298,9 +298,11 @@ async fn a_decision_step_functions_never_got_releases_the_key_for_another_click(
 }
 
 /// Issue 12, scenario 7: SendTaskSuccess is applied but its answer is lost.
-/// The SDK retries, and Step Functions answers that the task no longer
-/// waits. That used to read "the run no longer waits: it timed out or
-/// ended". The run is read instead, and the person is told the decision arrived.
+/// If the SDK's retry fits the click's budget, Step Functions answers that
+/// the task no longer waits. That used to read "the run no longer waits: it
+/// timed out or ended". The task's history is read instead, and the person
+/// is told the decision arrived. If the retry does not fit, the person is
+/// told it may have arrived, and the same click learns that it did.
 #[tokio::test]
 async fn a_decision_whose_answer_was_lost_is_not_released_and_a_repeat_click_learns_it_arrived() {
     const REGION: &str = "eu-west-2";
@@ -317,8 +319,25 @@ async fn a_decision_whose_answer_was_lost_is_not_released_and_a_repeat_click_lea
         .send(w.click("U0ONCALL01", TEAM, ACTION_APPROVE, &key))
         .await;
     handover_testkit::remove_fault_rules(&[&id]).await;
-    assert_eq!(first.status_code, 200, "{}", text(&first));
-    let replaced = w.slack.responses()[0].body.clone();
+    let sends = if first.status_code == 503 {
+        let note = w.slack.responses()[0].body["text"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned();
+        assert!(
+            note.contains("may or may not have reached the run"),
+            "{note}"
+        );
+        let again = w
+            .send(w.click("U0ONCALL01", TEAM, ACTION_APPROVE, &key))
+            .await;
+        assert_eq!(again.status_code, 200, "{}", text(&again));
+        2
+    } else {
+        1
+    };
+    assert!(first.status_code == 200 || sends == 2, "{}", text(&first));
+    let replaced = w.slack.responses().last().unwrap().body.clone();
     assert_eq!(replaced["replace_original"], true, "{replaced}");
     assert!(replaced.to_string().contains("Approved"), "{replaced}");
     // The run did get it.
@@ -346,7 +365,11 @@ async fn a_decision_whose_answer_was_lost_is_not_released_and_a_repeat_click_lea
         .unwrap_or("")
         .to_owned();
     assert!(last.contains("Already decided"), "{last}");
-    assert_eq!(w.successes(), 1, "one send, no re-send");
+    assert_eq!(
+        w.successes(),
+        sends,
+        "one send per click that could not be told, no more"
+    );
 }
 
 /// Issue 12, scenario 7: SendTaskSuccess times out before Step Functions
