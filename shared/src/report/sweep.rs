@@ -40,49 +40,46 @@ pub async fn sweep<S: ExecutionHistory + ExecutionLookup>(
     let record = deps.store.primary().await?;
     // P left fenced by a run whose compensation could not undo it, and no
     // run holds a transition now: try the unfence again.
+    let mut notes = Vec::new();
     if let Some(rec) = record.as_ref().filter(|r| r.transition.is_none())
         && let Some(groups) = &rec.unfence_pending
     {
         use crate::failover::fence::DbFencer;
         let p = crate::adapters::Rds::new(&deps.aws, &rec.region).await;
-        return Ok(
-            match p
-                .set_security_groups(
-                    &rec.db_instance_id,
-                    groups,
-                    std::time::Duration::from_secs(10),
-                )
-                .await
-            {
-                Ok(()) => {
-                    let cleared = deps.store.clear_unfence_pending(now).await?;
-                    warn!(db = %rec.db_instance_id, ?groups, cleared, "the sweep unfenced P (its compensation could not)");
-                    AuditOutcome::Reconciled {
-                        execution: String::new(),
-                        compensation: crate::failover::compensate::Compensation::Released {
-                            restored_groups: Some(groups.clone()),
-                            detail: format!("the sweep restored P's security groups to {groups:?}"),
-                        },
-                    }
-                }
-                Err(e) => {
-                    error!(db = %rec.db_instance_id, alert = true, error = %crate::error::chain(&e), "P is still fenced with nothing promoted");
-                    AuditOutcome::Skipped {
-                        status: format!(
-                            "P is still fenced with nothing promoted and could not be unfenced ({}): restore its groups to {groups:?}",
-                            crate::error::chain(&e)
-                        ),
-                    }
-                }
-            },
-        );
+        match p
+            .set_security_groups(
+                &rec.db_instance_id,
+                groups,
+                std::time::Duration::from_secs(10),
+            )
+            .await
+        {
+            Ok(()) => {
+                let cleared = deps.store.clear_unfence_pending(now).await?;
+                warn!(db = %rec.db_instance_id, ?groups, cleared, "the sweep unfenced P (its compensation could not)");
+                return Ok(AuditOutcome::Reconciled {
+                    execution: String::new(),
+                    compensation: crate::failover::compensate::Compensation::Released {
+                        restored_groups: Some(groups.clone()),
+                        detail: format!("the sweep restored P's security groups to {groups:?}"),
+                    },
+                });
+            }
+            // Still refused: say so, and go on to the sweep's other duties.
+            Err(e) => {
+                error!(db = %rec.db_instance_id, alert = true, error = %crate::error::chain(&e), "P is still fenced with nothing promoted");
+                notes.push(format!(
+                    "P is still fenced with nothing promoted and could not be unfenced ({}): restore its groups to {groups:?}",
+                    crate::error::chain(&e)
+                ));
+            }
+        }
     }
     let transition = record.and_then(|r| r.transition);
     let holder = deps.store.lock_state().await?.and_then(|l| l.holder);
     let held = holder
         .as_ref()
         .map(|h| crate::adapters::sfn::execution_arn(state_machine_arn, h));
-    let mut notes = Vec::new();
     if let Some(arn) = &held {
         match ended(sfn, arn).await? {
             Ended::Since(stopped, status) if now - stopped >= GRACE => {
