@@ -1262,6 +1262,21 @@ impl Campaign {
             .next()
             .filter(|_| !promoted)
             .unwrap_or_else(Utc::now);
+        // When the fence first acted on P: its first ModifyDBInstance that
+        // reached RDS. A retried fence (a lost answer, a killed process)
+        // confirms later than P was cut off.
+        let first_fence_call = calls
+            .iter()
+            .skip(calls_mark)
+            .filter(|c| {
+                c["caller"] == "fence"
+                    && c["action"] == "ModifyDBInstance"
+                    && c["target"] == p.db_instance_id.as_str()
+                    && c.get("status").is_some()
+            })
+            .filter_map(|c| c["t"].as_f64())
+            .filter_map(|t| chrono::DateTime::<Utc>::from_timestamp_millis((t * 1000.0) as i64))
+            .min();
         for fenced_at in fences {
             let n = self.pdb.writes_between(*fenced_at, unfenced).await?;
             if n > 0 {
@@ -1271,13 +1286,14 @@ impl Campaign {
             }
             // The control: P's app was writing up to the fence, so the check
             // above could have seen a write.
+            let acted = first_fence_call.map_or(*fenced_at, |t| t.min(*fenced_at));
             let before = self
                 .pdb
-                .writes_between(*fenced_at - chrono::Duration::seconds(5), *fenced_at)
+                .writes_between(acted - chrono::Duration::seconds(5), acted)
                 .await?;
             if before == 0 {
                 out.violations.push(format!(
-                    "P's app wrote nothing in the 5 s before the fence at {fenced_at}: the check above proves nothing"
+                    "P's app wrote nothing in the 5 s before the fence acted at {acted} (confirmed at {fenced_at}): the check above proves nothing"
                 ));
             }
         }
@@ -1558,8 +1574,18 @@ pub async fn campaign(
 
 /// Where the campaign writes its logs: `HANDOVER_CAMPAIGN_OUT`, or
 /// `out/campaign` (several campaigns can run side by side, each with its own).
+/// A relative path is taken from the current directory and made absolute:
+/// PostgreSQL runs in its data directory and would not find its TLS files
+/// by a relative name.
 pub fn out_dir() -> PathBuf {
-    std::env::var_os("HANDOVER_CAMPAIGN_OUT")
+    let dir = std::env::var_os("HANDOVER_CAMPAIGN_OUT")
         .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join("out/campaign"))
+        .unwrap_or_else(|| workspace_root().join("out/campaign"));
+    if dir.is_absolute() {
+        dir
+    } else {
+        std::env::current_dir()
+            .map(|cwd| cwd.join(&dir))
+            .unwrap_or(dir)
+    }
 }
