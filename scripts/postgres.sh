@@ -26,7 +26,10 @@ make_tls() {
           -keyout "$tls/$ca.key" -out "$tls/$ca.pem"
       done
       openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" -keyout "$tls/server.key" -out "$tls/server.csr"
-      printf 'subjectAltName=DNS:localhost,IP:127.0.0.1,DNS:*.aaaaaaaaaa.ap-northeast-1.rds.amazonaws.com\n' > "$tls/san.ext"
+      # The RDS endpoint names the certificate carries, as RDS's own name
+      # only their instance: S's Region by default, P's for P's database.
+      printf 'subjectAltName=DNS:localhost,IP:127.0.0.1,DNS:%s\n' \
+        "${PG_TLS_NAME:-*.aaaaaaaaaa.ap-northeast-1.rds.amazonaws.com}" > "$tls/san.ext"
       openssl x509 -req -in "$tls/server.csr" -CA "$tls/ca.pem" -CAkey "$tls/ca.key" -CAcreateserial \
         -days 2 -extfile "$tls/san.ext" -out "$tls/server.crt"
     } >"$dir/tls.log" 2>&1

@@ -8,8 +8,31 @@
 //!   README walkthrough). The table and plan default to `TABLE_NAME` and
 //!   `PLAN_PARAMETER` / `PLAN_FILE`; the Region to `AWS_REGION` (the stack's, S).
 //!
+//! - `handover rpo [--execution ARN] [--p-host H] [--p-port N] [--s-host H] [--s-port N]
+//!   [--table T] [--plan-parameter NAME | --plan-file PATH] [--region R]`:
+//!   measure on both databases what S never got in a failover (the
+//!   execution, or the last one the primary record names) on the plan's
+//!   `rpo_table`, keep it in the table and rewrite that run's report with
+//!   the measured RPO next to the estimate. Each side is reached at its RDS
+//!   endpoint, or at the host and port given (a tunnel to the fenced P),
+//!   with TLS verifying the endpoint's name as the canary does.
+//!
+//! - `handover status [--json]`: the primary record and epoch, a transition
+//!   in progress, the lock and cooldown, P's probe counters and T0, the
+//!   pause flag and the last readiness.
+//! - `handover pause --reason TEXT [--by NAME]` / `handover resume [--by NAME]`:
+//!   stop detect from starting failovers (it goes on probing), and let it again.
+//! - `handover readiness [--json] [--table T] [--plan-parameter NAME | --plan-file PATH] [--region R]`:
+//!   would a failover work now? Every check of `handover::readiness` with
+//!   its verdict, what was observed and expected, and the fix. Read calls only.
+//!
 //! Exit codes: 0 done, 2 usage, 3 refused (the world is not as the plan
-//! says: nothing written), 4 an AWS call or the table failed (retry).
+//! says: nothing written), 4 an AWS call or the table failed (retry),
+//! 5 readiness found a check that fails.
+
+mod readiness;
+mod rpo;
+mod state;
 
 use handover::adapters::Rds;
 use handover::aws::Aws;
@@ -19,18 +42,30 @@ use handover::error::{Classify, ErrorName};
 use handover::store::Store;
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: handover init [--table TABLE] [--plan-parameter NAME | --plan-file PATH] [--region REGION]";
+const USAGE: &str = "usage: handover init [--table TABLE] [--plan-parameter NAME | --plan-file PATH] [--region REGION]
+       handover status [--json] [--table TABLE] [--plan-parameter NAME | --plan-file PATH] [--region REGION]
+       handover pause --reason TEXT [--by NAME] [--table TABLE] [--plan-parameter NAME | --plan-file PATH] [--region REGION]
+       handover resume [--by NAME] [--table TABLE] [--plan-parameter NAME | --plan-file PATH] [--region REGION]
+       handover readiness [--json] [--table TABLE] [--plan-parameter NAME | --plan-file PATH] [--region REGION]
+       handover rpo [--execution ARN] [--p-host HOST] [--p-port PORT] [--s-host HOST] [--s-port PORT]
+                    [--table TABLE] [--plan-parameter NAME | --plan-file PATH] [--region REGION]";
 
-/// Parsed `init` arguments.
+/// The arguments every command takes: where the table and the plan are.
 #[derive(Debug, Default, PartialEq)]
 struct InitArgs {
     table: Option<String>,
     plan_parameter: Option<String>,
     plan_file: Option<String>,
     region: Option<String>,
+    /// The command's own flags, by name (`--execution` → value).
+    extra: std::collections::BTreeMap<&'static str, String>,
 }
 
-fn parse_init(args: &[String]) -> Result<InitArgs, String> {
+/// Flags that take no value (present means `true`).
+const SWITCHES: &[&str] = &["--json"];
+
+/// Parse `args`: the common flags plus the command's own (`extra`).
+fn parse_args(args: &[String], extra: &[&'static str]) -> Result<InitArgs, String> {
     let mut out = InitArgs::default();
     let mut it = args.iter();
     while let Some(flag) = it.next() {
@@ -39,7 +74,30 @@ fn parse_init(args: &[String]) -> Result<InitArgs, String> {
             "--plan-parameter" => &mut out.plan_parameter,
             "--plan-file" => &mut out.plan_file,
             "--region" => &mut out.region,
-            other => return Err(format!("unknown argument {other:?}")),
+            other if SWITCHES.contains(&other) && extra.contains(&other) => {
+                let name = SWITCHES
+                    .iter()
+                    .find(|s| **s == other)
+                    .copied()
+                    .unwrap_or_default();
+                if out.extra.insert(name, "true".into()).is_some() {
+                    return Err(format!("{flag} given twice"));
+                }
+                continue;
+            }
+            other => match extra.iter().find(|e| **e == other) {
+                Some(name) => {
+                    let v = it
+                        .next()
+                        .ok_or_else(|| format!("{flag} needs a value"))?
+                        .clone();
+                    if out.extra.insert(*name, v).is_some() {
+                        return Err(format!("{flag} given twice"));
+                    }
+                    continue;
+                }
+                None => return Err(format!("unknown argument {other:?}")),
+            },
         };
         let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
         *slot = Some(value.clone());
@@ -50,12 +108,31 @@ fn parse_init(args: &[String]) -> Result<InitArgs, String> {
     Ok(out)
 }
 
+fn parse_init(args: &[String]) -> Result<InitArgs, String> {
+    parse_args(args, &[])
+}
+
 fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
 
-async fn init(args: InitArgs) -> Result<String, (u8, String)> {
+/// The Region, the table and the plan the command works on.
+pub(crate) struct Context {
+    pub aws: Aws,
+    pub region: String,
+    pub store: Store,
+    pub plan: handover::plan::Plan,
+}
+
+async fn context(args: &InitArgs) -> Result<Context, (u8, String)> {
     let usage = |m: String| (2u8, format!("{m}\n{USAGE}"));
+    let args = InitArgs {
+        table: args.table.clone(),
+        plan_parameter: args.plan_parameter.clone(),
+        plan_file: args.plan_file.clone(),
+        region: args.region.clone(),
+        extra: Default::default(),
+    };
     let region = args.region.or_else(|| env("AWS_REGION")).ok_or_else(|| {
         usage("no Region: pass --region (the stack's Region, S) or set AWS_REGION".into())
     })?;
@@ -99,6 +176,18 @@ async fn init(args: InitArgs) -> Result<String, (u8, String)> {
         (code, format!("plan: {}", handover::error::chain(&e)))
     })?;
     let store = Store::new(aws.dynamodb(&region).await, table);
+    Ok(Context {
+        aws,
+        region,
+        store,
+        plan,
+    })
+}
+
+async fn init(args: InitArgs) -> Result<String, (u8, String)> {
+    let Context {
+        aws, store, plan, ..
+    } = context(&args).await?;
     let p = Rds::new(&aws, &plan.regions.primary.region).await;
     let s = Rds::new(&aws, &plan.regions.standby.region).await;
     match init_primary_record(&plan, &p, &s, &store, chrono::Utc::now()).await {
@@ -131,6 +220,38 @@ async fn main() -> ExitCode {
             Ok(a) => init(a).await,
             Err(m) => Err((2, format!("{m}\n{USAGE}"))),
         },
+        Some((cmd, rest)) if cmd == "status" || cmd == "pause" || cmd == "resume" => {
+            let flags = match cmd.as_str() {
+                "status" => state::STATUS_FLAGS,
+                "pause" => state::PAUSE_FLAGS,
+                _ => state::RESUME_FLAGS,
+            };
+            match parse_args(rest, flags) {
+                Ok(a) => match context(&a).await {
+                    Ok(ctx) => match cmd.as_str() {
+                        "status" => state::status(ctx, &a.extra).await,
+                        "pause" => state::pause(ctx, &a.extra).await,
+                        _ => state::resume(ctx, &a.extra).await,
+                    },
+                    Err(e) => Err(e),
+                },
+                Err(m) => Err((2, format!("{m}\n{USAGE}"))),
+            }
+        }
+        Some((cmd, rest)) if cmd == "readiness" => match parse_args(rest, readiness::FLAGS) {
+            Ok(a) => match context(&a).await {
+                Ok(ctx) => readiness::readiness(ctx, &a.extra).await,
+                Err(e) => Err(e),
+            },
+            Err(m) => Err((2, format!("{m}\n{USAGE}"))),
+        },
+        Some((cmd, rest)) if cmd == "rpo" => match parse_args(rest, rpo::FLAGS) {
+            Ok(a) => match context(&a).await {
+                Ok(ctx) => rpo::rpo(ctx, &a.extra).await,
+                Err(e) => Err(e),
+            },
+            Err(m) => Err((2, format!("{m}\n{USAGE}"))),
+        },
         Some((cmd, _)) if cmd == "--help" || cmd == "-h" || cmd == "help" => Ok(USAGE.to_owned()),
         Some((cmd, _)) => Err((2, format!("unknown command {cmd:?}\n{USAGE}"))),
         None => Err((2, USAGE.to_owned())),
@@ -139,6 +260,11 @@ async fn main() -> ExitCode {
         Ok(text) => {
             println!("{text}");
             ExitCode::SUCCESS
+        }
+        // Not ready is a result to read, not an error message.
+        Err((code, text)) if code == readiness::NOT_READY => {
+            println!("{text}");
+            ExitCode::from(code)
         }
         Err((code, text)) => {
             eprintln!("handover: {text}");
@@ -174,6 +300,37 @@ mod tests {
             parse_init(&args(&["--plan-parameter", "/p", "--plan-file", "f"]))
                 .unwrap_err()
                 .contains("not both")
+        );
+    }
+
+    #[test]
+    fn a_commands_own_flags_parse_once_and_others_are_refused() {
+        let a = parse_args(
+            &args(&["--execution", "arn:x", "--p-port", "6543", "--table", "t"]),
+            rpo::FLAGS,
+        )
+        .unwrap();
+        assert_eq!(
+            a.extra.get("--execution").map(String::as_str),
+            Some("arn:x")
+        );
+        assert_eq!(a.extra.get("--p-port").map(String::as_str), Some("6543"));
+        assert_eq!(a.table.as_deref(), Some("t"));
+        assert!(
+            parse_args(&args(&["--execution", "a", "--execution", "b"]), rpo::FLAGS)
+                .unwrap_err()
+                .contains("twice")
+        );
+        assert!(
+            parse_args(&args(&["--p-host"]), rpo::FLAGS)
+                .unwrap_err()
+                .contains("needs a value")
+        );
+        // init takes none of rpo's flags.
+        assert!(
+            parse_init(&args(&["--execution", "a"]))
+                .unwrap_err()
+                .contains("unknown argument")
         );
     }
 }

@@ -108,7 +108,17 @@ impl Postgres {
     /// Start a private PostgreSQL under `dir` (scripts/postgres.sh): its
     /// guard, port and the `handover` user's password.
     pub fn start(dir: PathBuf) -> Result<(Postgres, u16, String)> {
-        let port = Command::new(workspace_root().join("scripts/postgres.sh"))
+        Self::start_named(dir, None)
+    }
+
+    /// [`Postgres::start`], its certificate naming `tls_name` (an RDS
+    /// endpoint pattern) instead of S's Region's endpoints.
+    pub fn start_named(dir: PathBuf, tls_name: Option<&str>) -> Result<(Postgres, u16, String)> {
+        let mut script = Command::new(workspace_root().join("scripts/postgres.sh"));
+        if let Some(name) = tls_name {
+            script.env("PG_TLS_NAME", name);
+        }
+        let port = script
             .arg("start")
             .arg(&dir)
             .output()
@@ -164,8 +174,16 @@ pub struct Drill {
     store: Store,
     state_machine: String,
     pdb: crate::pdb::PDatabase,
+    /// The router's DNS answers for the public name, each change with its
+    /// time (polled every [`DNS_WATCH`]).
+    dns_log: DnsLog,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
+
+type DnsLog = std::sync::Arc<std::sync::Mutex<Vec<(chrono::DateTime<Utc>, Vec<String>)>>>;
+
+/// How often the drill reads the router's DNS answer for its log.
+const DNS_WATCH: Duration = Duration::from_millis(200);
 
 /// Print a progress line with the elapsed time.
 pub fn say(started: Instant, msg: impl fmt::Display) {
@@ -297,8 +315,13 @@ impl Drill {
             // TLS as in AWS: the CA that signed the database's certificate,
             // which names S's instance endpoint as moto's RDS reports it; the
             // canary dials 127.0.0.1 and verifies that name.
+            // The bundle holds P's CA too, as RDS's global bundle covers
+            // every Region: `handover rpo` verifies P's endpoint with it.
+            // Each certificate names its own Region's endpoints only.
             let ca = std::fs::read_to_string(out.join("pg/tls/ca.pem"))
-                .context("the drill database's CA")?;
+                .context("the drill database's CA")?
+                + &std::fs::read_to_string(out.join("pg-p/tls/ca.pem"))
+                    .context("P's database's CA")?;
             *ca_secret_arn = Some(secret("handover/rds-ca", ca).await?);
         }
         plan.validate()?;
@@ -383,6 +406,7 @@ impl Drill {
             store,
             state_machine,
             pdb,
+            dns_log: Default::default(),
             tasks: Vec::new(),
         };
         drill.background();
@@ -434,6 +458,33 @@ impl Drill {
             self.sdb.clone(),
             None,
         ));
+        // The router's DNS answer, as a log of changes: what the report's
+        // read RTO is checked against.
+        let (log, zone, name) = (
+            self.dns_log.clone(),
+            self.plan.dns.hosted_zone_id.clone(),
+            self.plan.dns.record_name.clone(),
+        );
+        self.tasks.push(tokio::spawn(async move {
+            let r53 = Aws::new().route53().await;
+            loop {
+                if let Ok(a) = r53
+                    .test_dns_answer()
+                    .hosted_zone_id(&zone)
+                    .record_name(&name)
+                    .record_type(aws_sdk_route53::types::RrType::Cname)
+                    .send()
+                    .await
+                {
+                    let answer = a.record_data().to_vec();
+                    let mut log = log.lock().unwrap_or_else(|e| e.into_inner());
+                    if log.last().is_none_or(|(_, last)| *last != answer) {
+                        log.push((Utc::now(), answer));
+                    }
+                }
+                tokio::time::sleep(DNS_WATCH).await;
+            }
+        }));
         // S's app takes writes once moto shows the replica promoted (the
         // router promotes S's database itself).
         let aws = Aws::new();
@@ -492,6 +543,34 @@ impl Drill {
             report["outcome"] == "healthy",
             "P should be healthy before the break: {report}"
         );
+        // Would a failover work? Readiness once, as its schedule delivers it.
+        let ready = self
+            .invoke(
+                "readiness",
+                &crate::triggers::scheduled_payload("ReadinessFunction", REGION, Utc::now()),
+            )
+            .await?;
+        let summary = ready["summary"].as_str().unwrap_or("?").to_owned();
+        self.say(format!(
+            "{summary} (posted: {})",
+            ready["slack"].as_str().unwrap_or("nothing")
+        ));
+        anyhow::ensure!(
+            summary.starts_with("readiness: 0 fail"),
+            "the drill world is not ready to fail over: {ready}"
+        );
+        // The same world again: the same verdicts post nothing.
+        let posted = self.slack.messages().len();
+        let again = self
+            .invoke(
+                "readiness",
+                &crate::triggers::scheduled_payload("ReadinessFunction", REGION, Utc::now()),
+            )
+            .await?;
+        anyhow::ensure!(
+            again["changed"] == false && self.slack.messages().len() == posted,
+            "an unchanged readiness result posted again: {again}"
+        );
         tokio::time::sleep(Duration::from_millis(1100)).await;
 
         self.say("BREAK P: a partition cuts P off: its app stops answering, its load balancer loses every target and replication to S stops; inside, P's database stays up with P's app still writing through an open connection (the writes S will not have; the split brain a fence exists for)");
@@ -543,7 +622,13 @@ impl Drill {
     async fn answer(&self, decision: Decision) -> Result<()> {
         let t = Instant::now();
         let message = loop {
-            if let Some(m) = self.slack.messages().into_iter().next() {
+            // The question is the message with buttons (readiness posted
+            // its first result before the break).
+            if let Some(m) = self.slack.messages().into_iter().find(|m| {
+                m.body["blocks"]
+                    .as_array()
+                    .is_some_and(|b| b.iter().any(|x| x["type"] == "actions"))
+            }) {
                 break m;
             }
             if t.elapsed() > Duration::from_secs(120) {
@@ -563,6 +648,10 @@ impl Drill {
         anyhow::ensure!(
             blocks.contains("DescribeTargetHealth"),
             "the approval message shows no target-group evidence: {blocks}"
+        );
+        anyhow::ensure!(
+            blocks.contains("*Last readiness*\\n") && blocks.contains(" min ago: 0 fail"),
+            "the approval message does not carry the readiness run before the break: {blocks}"
         );
         self.say(format!(
             "Slack: approval requested in {} ({} buttons)",
@@ -833,6 +922,11 @@ impl Drill {
                 m["status"].as_str().unwrap_or("?").to_uppercase()
             ));
         }
+        // The readiness run before the break, as the report carries it.
+        let readiness = report["summary"]["last_readiness"]
+            .as_str()
+            .ok_or_else(|| anyhow!("the report does not carry the last readiness"))?;
+        numbers.push(format!("  last readiness: {readiness}"));
         // Read RTO as users lived it, with its resolution; and the window in
         // which users were on S that could not take their writes yet.
         numbers.push(format!(
@@ -859,6 +953,7 @@ impl Drill {
                 matches!((read, write), (Some(r), Some(w)) if r < w),
                 "read RTO {read:?} is not below write RTO {write:?}: Route 53 moved reads before promotion, and the report should show it"
             );
+            numbers.push(self.against_the_router(&report).await?);
         }
         numbers.push("Report:".into());
         numbers.extend(lines);
@@ -868,6 +963,153 @@ impl Drill {
             cause: d.cause.clone(),
             lines: numbers,
         })
+    }
+
+    /// An operator measures what S never got with `handover rpo`, through
+    /// a tunnel to the fenced P (P's server port here; TLS verifies P's RDS
+    /// endpoint), and the rewritten report gives it next to the estimate.
+    /// It must equal what the harness read from both disks by id.
+    async fn measured_rpo(&self, loss: &crate::pdb::Loss) -> Result<()> {
+        let cli = std::env::current_exe()?.with_file_name("handover");
+        let mut cmd = std::process::Command::new(&cli);
+        cmd.arg("rpo")
+            .args(["--p-host", "127.0.0.1", "--p-port"])
+            .arg(self.pdb.server_port.to_string())
+            .args(["--s-host", "127.0.0.1", "--s-port"])
+            .arg(self.sdb.port.to_string())
+            .args([
+                "--table",
+                self.store.table(),
+                "--region",
+                REGION,
+                "--plan-file",
+            ])
+            .arg(self.out.join("plan.json"))
+            .env("AWS_ENDPOINT_URL", crate::endpoint())
+            .env("AWS_ACCESS_KEY_ID", "test")
+            .env("AWS_SECRET_ACCESS_KEY", "test");
+        let out = tokio::task::spawn_blocking(move || cmd.output())
+            .await?
+            .with_context(|| format!("run {}", cli.display()))?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        anyhow::ensure!(
+            out.status.success(),
+            "handover rpo failed ({}): {}{}",
+            out.status,
+            stdout,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // The rewritten report files replace the ones fetched at the end.
+        let s3 = self.aws.s3(REGION).await;
+        let listing = s3
+            .list_objects_v2()
+            .bucket(&self.plan.report.bucket)
+            .prefix(&self.plan.report.prefix)
+            .send()
+            .await?;
+        let mut report = None;
+        for obj in listing.contents() {
+            let key = obj.key().unwrap_or_default();
+            let name = key.rsplit('/').next().unwrap_or(key);
+            let body = s3
+                .get_object()
+                .bucket(&self.plan.report.bucket)
+                .key(key)
+                .send()
+                .await?
+                .body
+                .collect()
+                .await?
+                .into_bytes();
+            std::fs::write(self.out.join(name), &body)?;
+            if name == "report.json" {
+                report = Some(serde_json::from_slice::<Value>(&body)?);
+            }
+        }
+        let report = report.ok_or_else(|| anyhow!("no report.json after `handover rpo`"))?;
+        let m = &report["rpo_measured"];
+        let (rows, span) = (m["lost_rows"].as_i64(), m["span_s"].as_f64());
+        anyhow::ensure!(
+            rows == Some(loss.rows) && span.is_some_and(|s| (s - loss.span_s).abs() < 0.001),
+            "the report's measured RPO ({rows:?} rows, {span:?} s) is not what S never got ({} rows, {:.3} s)",
+            loss.rows,
+            loss.span_s
+        );
+        let how = report["numbers"]["rpo"]["how"].as_str().unwrap_or_default();
+        anyhow::ensure!(
+            how.starts_with("RPO measured: "),
+            "the report's RPO does not give the measurement: {how}"
+        );
+        self.say(format!(
+            "checked: `handover rpo` (P through a tunnel to its server, TLS verifying P's endpoint) measured what the disks show; the report now says: {}",
+            how.split(". Measured at").next().unwrap_or(how)
+        ));
+        Ok(())
+    }
+
+    /// The report's write RTO minus read RTO against the router's own
+    /// record: when its DNS answer moved to S, and the first canary row S's
+    /// database holds. They agree within the read RTO's resolution (the gap
+    /// between the observation that first read from S and the one before).
+    async fn against_the_router(&self, report: &Value) -> Result<String> {
+        let secs = |a: chrono::DateTime<Utc>, b: chrono::DateTime<Utc>| {
+            (b - a).num_milliseconds() as f64 / 1000.0
+        };
+        let moved_at = self
+            .dns_log
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .find(|(_, a)| a.contains(&self.plan.dns.standby_target))
+            .map(|(t, _)| *t)
+            .ok_or_else(|| anyhow!("the router's DNS never answered S"))?;
+        let Canary::Postgres {
+            database, table, ..
+        } = &self.plan.canary
+        else {
+            bail!("the drill's canary is postgres");
+        };
+        let (client, conn) = tokio_postgres::connect(
+            &format!(
+                "host=127.0.0.1 port={} user=handover password={} dbname={database}",
+                self.sdb.port, self.pg_password
+            ),
+            tokio_postgres::NoTls,
+        )
+        .await?;
+        let conn = tokio::spawn(conn);
+        let first_write: Option<chrono::DateTime<Utc>> = client
+            .query_one(&format!("SELECT min(written_at) FROM {table}"), &[])
+            .await?
+            .get(0);
+        conn.abort();
+        let first_write = first_write.ok_or_else(|| anyhow!("S's database holds no canary row"))?;
+        let n = &report["numbers"];
+        let (read, write) = (
+            n["read_rto"]["value_s"].as_f64().unwrap_or_default(),
+            n["write_rto"]["value_s"].as_f64().unwrap_or_default(),
+        );
+        let observations: Vec<handover::public::PublicObservation> =
+            serde_json::from_value(report["observations"].clone()).unwrap_or_default();
+        let t0: chrono::DateTime<Utc> = serde_json::from_value(n["read_rto"]["from_at"].clone())?;
+        let first = observations
+            .iter()
+            .position(|o| o.at >= t0 && o.reads_from_s())
+            .ok_or_else(|| anyhow!("the report has no observation reading from S"))?;
+        let interval = match observations[..first].iter().rev().find(|o| o.at >= t0) {
+            Some(before) => secs(before.at, observations[first].at),
+            None => secs(t0, observations[first].at),
+        };
+        let (reported, router) = (write - read, secs(moved_at, first_write));
+        anyhow::ensure!(
+            (reported - router).abs() <= interval + 1.0,
+            "the report puts {reported:.1} s between reads and writes on S, the router {router:.1} s (DNS moved at {moved_at}, first write on S's disk at {first_write}): more than one observation interval ({interval:.1} s) apart"
+        );
+        Ok(format!(
+            "  against the router: DNS moved to S at {}, S's disk holds its first write at {}: {router:.1} s apart; the report says write RTO − read RTO = {reported:.1} s (read RTO's resolution {interval:.1} s)",
+            moved_at.format("%H:%M:%S%.3f"),
+            first_write.format("%H:%M:%S%.3f"),
+        ))
     }
 
     /// What Route 53 answers for the public name now.
@@ -997,6 +1239,7 @@ impl Drill {
                     loss.span_s,
                     sampled_at.format("%H:%M:%S")
                 ));
+                self.measured_rpo(&loss).await?;
             }
             _ => {
                 anyhow::ensure!(

@@ -49,6 +49,8 @@ pub struct PDatabase {
     pub committed: Arc<AtomicU64>,
     /// Writes P's app tried that failed (refused, cut, or in error).
     pub failed: Arc<AtomicU64>,
+    /// P's app goes on writing while set ([`PDatabase::stop_writer`]).
+    writing: Arc<AtomicBool>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -61,7 +63,12 @@ impl PDatabase {
         region: &str,
         db_instance_id: &str,
     ) -> Result<PDatabase> {
-        let (pg, server_port, password) = Postgres::start(dir.clone())?;
+        // P's certificate names P's Region's endpoints only (as RDS's names
+        // P's instance): TLS to S's name can never verify against P.
+        let (pg, server_port, password) = Postgres::start_named(
+            dir.clone(),
+            Some(&format!("*.aaaaaaaaaa.{region}.rds.amazonaws.com")),
+        )?;
         let (client, conn) = tokio_postgres::connect(
             &format!("host=127.0.0.1 port={server_port} user=handover password={password} dbname=handover"),
             tokio_postgres::NoTls,
@@ -153,6 +160,7 @@ impl PDatabase {
             admitted,
             committed: Arc::new(AtomicU64::new(0)),
             failed: Arc::new(AtomicU64::new(0)),
+            writing: Arc::new(AtomicBool::new(true)),
             tasks,
         };
         Ok(p)
@@ -166,13 +174,15 @@ impl PDatabase {
             self.gate_port, self.password
         );
         let (committed, failed) = (self.committed.clone(), self.failed.clone());
+        let writing = self.writing.clone();
+        writing.store(true, Ordering::SeqCst);
         self.tasks.push(tokio::spawn(async move {
-            loop {
+            while writing.load(Ordering::SeqCst) {
                 if let Ok((client, conn)) =
                     tokio_postgres::connect(&dsn, tokio_postgres::NoTls).await
                 {
                     let task = tokio::spawn(conn);
-                    loop {
+                    while writing.load(Ordering::SeqCst) {
                         match client
                             .execute("INSERT INTO orders DEFAULT VALUES", &[])
                             .await
@@ -192,6 +202,28 @@ impl PDatabase {
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
         }));
+    }
+
+    /// P's app stops writing (its last order is committed when this returns
+    /// within 100 ms: the loop checks before each one).
+    pub async fn stop_writer(&self) {
+        self.writing.store(false, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+
+    /// A session straight to P's server, not through the gate: an operator
+    /// reading P's disk on purpose (a tunnel to the fenced instance).
+    pub async fn disk_client(&self) -> Result<tokio_postgres::Client> {
+        let (client, conn) = tokio_postgres::connect(
+            &format!(
+                "host=127.0.0.1 port={} user=handover password={} dbname=handover",
+                self.server_port, self.password
+            ),
+            tokio_postgres::NoTls,
+        )
+        .await?;
+        tokio::spawn(conn);
+        Ok(client)
     }
 
     /// Partition P (`true`) or heal it: the replication link stops carrying
@@ -360,7 +392,8 @@ impl SDatabase {
         &self.password
     }
 
-    async fn client(&self) -> Result<tokio_postgres::Client> {
+    /// A session to S's database.
+    pub async fn client(&self) -> Result<tokio_postgres::Client> {
         let (client, conn) = tokio_postgres::connect(
             &format!(
                 "host=127.0.0.1 port={} user=handover password={} dbname=handover connect_timeout=2",

@@ -467,3 +467,83 @@ async fn a_partition_leaves_s_without_the_writes_p_took_and_promotion_makes_it_w
     );
     let _ = p;
 }
+
+/// Issue 17: the RPO measured on both databases (`handover rpo`, through
+/// `handover::failover::rpo::measure`) equals the span of the writes S
+/// never got, as the harness reads them from both disks by id. P's app
+/// writes inside a partition, stops (its fence), S is promoted and S's app
+/// then writes its own rows, which are not a loss.
+#[tokio::test]
+async fn the_measured_rpo_is_the_span_of_the_writes_s_never_got() {
+    let aws = aws();
+    let plan = unique_plan();
+    let s = &plan.regions.standby;
+    provision_databases(&aws, &plan).await;
+    realistic_rds(&s.db_instance_id, 0.3, 0.3, 0.0).await;
+    let dir = std::env::temp_dir().join(unique("rpo"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (pdb, sdb) = handover_testkit::pdb::pair(&dir, &plan, "canary")
+        .await
+        .expect("P and its replica");
+    wait_for_async("S replaying P's orders", || async {
+        sdb.newest_order().await.ok().flatten().is_some()
+    })
+    .await;
+    pdb.partition(true);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    pdb.stop_writer().await;
+    let promote_call = chrono::Utc::now();
+    aws.rds(&s.region)
+        .await
+        .promote_read_replica()
+        .db_instance_identifier(&s.db_instance_id)
+        .send()
+        .await
+        .expect("promote");
+    wait_for_async("S's database leaving recovery", || async {
+        sdb.in_recovery().await.ok() == Some(false)
+    })
+    .await;
+    // The oracle, by id, before S writes rows of its own.
+    let lost = handover_testkit::pdb::loss(&pdb, &sdb).await.unwrap();
+    assert!(
+        lost.rows >= 5 && lost.span_s >= 1.0,
+        "P wrote inside the partition: {lost:?}"
+    );
+    let s_client = sdb.client().await.unwrap();
+    for _ in 0..3 {
+        s_client
+            .execute("INSERT INTO orders DEFAULT VALUES", &[])
+            .await
+            .expect("S is writable after promotion");
+    }
+    let p_client = pdb.disk_client().await.unwrap();
+    let table = handover::plan::RpoTable {
+        table: "orders".into(),
+        column: "at".into(),
+        database: None,
+    };
+    let m = handover::failover::rpo::measure(
+        &p_client,
+        &s_client,
+        &table,
+        promote_call,
+        chrono::Utc::now(),
+        "test".into(),
+    )
+    .await
+    .expect("measured");
+    assert_eq!(m.lost_rows, lost.rows, "{m:?} vs {lost:?}");
+    assert!(
+        (m.span_s - lost.span_s).abs() < 0.001,
+        "measured {} s, the writes S never got span {} s",
+        m.span_s,
+        lost.span_s
+    );
+    assert!(m.s_newest_at.is_some_and(|t| t < promote_call));
+    assert!(m.describe().starts_with(&format!(
+        "{} s ({} transactions) on orders.at",
+        handover::report::numbers::fmt_num((m.span_s * 10.0).round() / 10.0),
+        m.lost_rows
+    )));
+}

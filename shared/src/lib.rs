@@ -37,6 +37,7 @@ pub mod execution;
 pub mod failover;
 pub mod plan;
 pub mod public;
+pub mod readiness;
 pub mod report;
 pub mod scheduler;
 pub mod slack;

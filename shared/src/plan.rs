@@ -48,6 +48,26 @@ pub struct Plan {
     /// Resources in S that must not depend on P (audited after failover).
     #[serde(default)]
     pub dependencies: Vec<Dependency>,
+    /// A table whose rows carry the time they were written, on which the
+    /// data S never got is measured once both sides can be read
+    /// (`handover rpo`). Without it only the estimate at promotion exists.
+    #[serde(default)]
+    pub rpo_table: Option<RpoTable>,
+}
+
+/// The table the RPO is measured on: any table P's app writes steadily,
+/// with a column holding each row's write (or commit) time, e.g. `orders`
+/// and `created_at`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RpoTable {
+    /// Table name, optionally schema-qualified (`shop.orders`).
+    pub table: String,
+    /// A `timestamptz` column set when the row was written (`DEFAULT now()`).
+    pub column: String,
+    /// The database it lives in (default: the canary's, `canary.postgres.database`).
+    #[serde(default)]
+    pub database: Option<String>,
 }
 
 /// The two sides.
@@ -807,6 +827,30 @@ impl Plan {
                 }
             }
             Canary::Http { url: u } => url(u, "canary.http.url")?,
+        }
+        if let Some(t) = &self.rpo_table {
+            let ident = |s: &str| {
+                s.chars()
+                    .next()
+                    .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                    && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            };
+            let parts: Vec<&str> = t.table.split('.').collect();
+            if parts.len() > 2 || !parts.iter().all(|p| ident(p)) {
+                return bad(
+                    "rpo_table.table",
+                    "must be a plain SQL identifier, optionally schema-qualified ([A-Za-z_][A-Za-z0-9_]*, or schema.table)",
+                );
+            }
+            if !ident(&t.column) {
+                return bad(
+                    "rpo_table.column",
+                    "must be a plain SQL identifier ([A-Za-z_][A-Za-z0-9_]*)",
+                );
+            }
+            if let Some(db) = &t.database {
+                non_empty(db, "rpo_table.database")?;
+            }
         }
         non_empty(&self.slack.channel, "slack.channel")?;
         if self.slack.approvers.is_empty() {

@@ -44,6 +44,11 @@ pub struct PublicObservation {
     /// Who served the GET: the plan's `served_by_header`, else the DNS side.
     #[serde(default)]
     pub served_by: Option<Side>,
+    /// The longest TTL of the public name's record sets: how long a client
+    /// may keep an answer after Route 53 changed it (None: not read, or
+    /// aliases only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_s: Option<i64>,
     /// What went wrong, if anything.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -58,7 +63,7 @@ impl PublicObservation {
     /// One line for the report's evidence.
     pub fn describe(&self) -> String {
         format!(
-            "{} at {}: DNS {} ({}), GET {} served by {}{}",
+            "{} at {}: DNS {} ({}{}), GET {} served by {}{}",
             self.by,
             self.at.format("%H:%M:%S"),
             if self.dns.is_empty() {
@@ -67,6 +72,9 @@ impl PublicObservation {
                 self.dns.join(",")
             },
             side_name(self.dns_side),
+            self.ttl_s
+                .map(|t| format!(", TTL {t} s"))
+                .unwrap_or_default(),
             self.status
                 .map_or_else(|| "no answer".to_owned(), |s| s.to_string()),
             side_name(self.served_by),
@@ -121,9 +129,21 @@ impl<D: DnsAnswers + Sync> PublicName<'_, D> {
             )
             .await
         };
+        let ttls = async {
+            tokio::time::timeout(
+                budget,
+                self.dns.record_ttls(&dns.hosted_zone_id, &dns.record_name),
+            )
+            .await
+        };
         let url = dns.read_url();
         let get = async { self.http.get(&url).timeout(budget).send().await };
-        let (answer, got) = tokio::join!(answer, get);
+        let (answer, got, ttls) = tokio::join!(answer, get, ttls);
+        // Best effort: the TTL qualifies the observation, it is not one.
+        let ttl_s = match ttls {
+            Ok(Ok(sets)) => sets.iter().filter_map(|(_, t)| *t).max(),
+            _ => None,
+        };
         let mut errors = Vec::new();
         let answers = match answer {
             Ok(Ok(a)) => a,
@@ -178,6 +198,7 @@ impl<D: DnsAnswers + Sync> PublicName<'_, D> {
             dns_side,
             status,
             served_by,
+            ttl_s,
             error: (!errors.is_empty()).then(|| errors.join("; ")),
         }
     }

@@ -599,3 +599,81 @@ async fn the_first_rpo_sample_and_fence_groups_are_kept_on_retry() {
         }
     );
 }
+
+fn readiness(
+    at: DateTime<Utc>,
+    lag_verdict: handover::readiness::Verdict,
+) -> handover::readiness::Readiness {
+    use handover::readiness::{Check, Readiness};
+    let c = |id: &str, verdict, observed: &str| Check {
+        id: id.into(),
+        verdict,
+        observed: observed.into(),
+        expected: "as the plan needs".into(),
+        fix: String::new(),
+    };
+    Readiness {
+        at,
+        checks: vec![
+            c(
+                "rds.p_exists",
+                handover::readiness::Verdict::Pass,
+                "shop-db is available",
+            ),
+            c(
+                "rds.replica_lag",
+                lag_verdict,
+                &format!("ReplicaLag at {at}"),
+            ),
+        ],
+    }
+}
+
+/// A readiness change is posted once: the first result and each change of
+/// verdicts are `Changed` exactly once, even for evaluations racing with
+/// the same new verdicts; the same verdicts again (fresher values) are
+/// `Unchanged` and only refresh what `status` shows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_readiness_change_is_announced_once_and_the_same_verdicts_never() {
+    use handover::readiness::Verdict::{Fail, Pass};
+    use handover::store::readiness::ReadinessChange;
+    let store = store().await;
+    assert!(store.readiness().await.unwrap().is_none());
+    let first = store
+        .record_readiness(&readiness(t(12, 0, 0), Pass), t(12, 0, 0))
+        .await
+        .unwrap();
+    assert_eq!(first, ReadinessChange::Changed { previous: None });
+    let same = store
+        .record_readiness(&readiness(t(12, 30, 0), Pass), t(12, 30, 0))
+        .await
+        .unwrap();
+    assert_eq!(same, ReadinessChange::Unchanged);
+    let stored = store.readiness().await.unwrap().unwrap();
+    assert_eq!(
+        stored.readiness.at,
+        t(12, 30, 0),
+        "the values are refreshed"
+    );
+    // Eight evaluations race with the same new verdicts: one announces.
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let s = store.clone();
+        tasks.push(tokio::spawn(async move {
+            s.record_readiness(&readiness(t(13, 0, i), Fail), t(13, 0, i))
+                .await
+                .unwrap()
+        }));
+    }
+    let mut changed = 0;
+    for t in tasks {
+        if let ReadinessChange::Changed { previous } = t.await.unwrap() {
+            assert_eq!(
+                previous.as_deref(),
+                Some("readiness: 0 fail, 0 warn, 2 pass")
+            );
+            changed += 1;
+        }
+    }
+    assert_eq!(changed, 1, "a change is posted once");
+}

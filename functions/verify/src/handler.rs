@@ -3,10 +3,10 @@
 use handover::adapters::Rds;
 use handover::aws::Aws;
 use handover::error::{ErrorName, FunctionError};
-use handover::execution::{TaskInput, VerifyResult};
+use handover::execution::{Check, TaskInput, VerifyResult};
 use handover::failover::canary::SecretsManager;
 use handover::failover::switch::Route53Control;
-use handover::failover::verify::{Backoff, VerifyDeps, verify};
+use handover::failover::verify::{Backoff, VerifyDeps, first_write, verify};
 
 /// Built once per container.
 pub struct Deps {
@@ -28,12 +28,37 @@ impl Deps {
     }
 }
 
-/// Verify this execution's failover.
-pub async fn handler(event: serde_json::Value, deps: &Deps) -> Result<VerifyResult, FunctionError> {
+/// What one invocation answers: the full verification, or the first write.
+#[derive(Debug, serde::Serialize)]
+#[serde(untagged)]
+pub enum Verified {
+    /// `$.verify`.
+    Verify(Box<VerifyResult>),
+    /// `$.first_write` (mode `first_write`).
+    FirstWrite(Check),
+}
+
+/// Verify this execution's failover; with mode `first_write` (right after
+/// promotion, before the switch), only the write canary.
+pub async fn handler(event: serde_json::Value, deps: &Deps) -> Result<Verified, FunctionError> {
     let task = TaskInput::from_event(event)?;
+    let only_first_write = match task.mode.as_deref() {
+        None => false,
+        Some("first_write") => true,
+        Some(other) => {
+            return Err(FunctionError::invalid_input(format!(
+                "task payload: mode {other:?} is not one verify knows (none, or \"first_write\")"
+            )));
+        }
+    };
     let standby = &task.state.input.plan.regions.standby.region;
     let secrets = SecretsManager::new(&deps.aws, standby).await;
     let rds = Rds::new(&deps.aws, standby).await;
+    if only_first_write {
+        return Ok(Verified::FirstWrite(
+            first_write(&task.state, &rds, &secrets, &deps.http, Backoff::default()).await,
+        ));
+    }
     let ssm = handover::failover::switch::Ssm::new(&deps.aws, standby).await;
     let writer = handover::failover::verify::WriterLookup {
         records: &deps.control,
@@ -46,7 +71,9 @@ pub async fn handler(event: serde_json::Value, deps: &Deps) -> Result<VerifyResu
         http: &deps.http,
         writer: &writer,
     };
-    Ok(verify(&task.state, &vd, Backoff::default()).await?)
+    Ok(Verified::Verify(Box::new(
+        verify(&task.state, &vd, Backoff::default()).await?,
+    )))
 }
 
 #[cfg(test)]
@@ -56,6 +83,30 @@ mod tests {
 
     /// The payload this task received in a drill (from its execution history).
     const EVENT: &str = include_str!("../events/verify.json");
+    /// The FirstWrite task's payload, right after promotion (from a drill's history).
+    const FIRST_WRITE: &str = include_str!("../events/first_write.json");
+
+    #[test]
+    fn the_first_write_event_carries_its_mode_and_the_promotion_but_no_switch() {
+        let t = task(FIRST_WRITE);
+        assert_eq!(t.mode.as_deref(), Some("first_write"));
+        t.state.require::<PromotionResult>("promotion").unwrap();
+        assert!(
+            t.state.require::<SwitchResult>("switch").is_err(),
+            "the first write runs before the switch"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_unknown_mode_is_invalid_input_and_touches_nothing() {
+        let mut event: serde_json::Value = serde_json::from_str(EVENT).unwrap();
+        event["mode"] = serde_json::json!("promote");
+        // No endpoint is reachable here: a refusal must come before any call.
+        let deps = super::Deps::from_env().await.unwrap();
+        let e = super::handler(event, &deps).await.unwrap_err();
+        assert_eq!(e.name, handover::error::ErrorName::InvalidInput);
+        assert!(e.to_string().contains("\"promote\""), "{e}");
+    }
 
     #[test]
     fn the_recorded_event_parses_with_the_step_outputs_it_reads() {

@@ -135,6 +135,14 @@ impl<S: SecretReader + Sync, N: OperatorNotice + Sync> Requester<'_, S, N> {
                 i64::try_from(plan.timings.approval_timeout_s).unwrap_or(i64::MAX / 1000),
             );
         let key = self.store_key(task, requested_at, expires_at).await?;
+        // Best effort: the question never waits on it.
+        let readiness = match self.store.readiness().await {
+            Ok(r) => r.map(|r| r.readiness.age_line(requested_at)),
+            Err(e) => {
+                tracing::warn!(error = %crate::error::chain(&e), "the last readiness could not be read; the question goes without it");
+                None
+            }
+        };
         let view = ApprovalView {
             state,
             diagnosis: &diagnosis,
@@ -142,6 +150,7 @@ impl<S: SecretReader + Sync, N: OperatorNotice + Sync> Requester<'_, S, N> {
             requested_at,
             expires_at,
             cli: self.cli,
+            readiness: readiness.as_deref(),
         };
         let (text, blocks) = message::approval(&view);
         let slack_error = match self

@@ -86,6 +86,155 @@ pub struct Written {
     pub at: DateTime<Utc>,
 }
 
+/// Where and how the canary reaches S's PostgreSQL: the host (S's instance
+/// endpoint as RDS reports it, unless the plan names one), the credentials,
+/// and TLS verifying S's endpoint name (or the plan's `tls_server_name`).
+struct PgTarget<'a> {
+    host: &'a str,
+    port: u16,
+    database: &'a str,
+    table: &'a str,
+    creds: DbCredentials,
+    tls: Option<(RustlsConnect, String)>,
+}
+
+async fn pg_target<'a, S: Secrets>(
+    canary: &'a Canary,
+    standby_endpoint: Option<&'a str>,
+    secrets: &S,
+) -> Result<Option<PgTarget<'a>>, String> {
+    let Canary::Postgres {
+        host,
+        port,
+        database,
+        secret_arn,
+        table,
+        require_tls,
+        ca_secret_arn,
+        tls_server_name,
+    } = canary
+    else {
+        return Ok(None);
+    };
+    let host = match (host.as_deref(), standby_endpoint) {
+        (Some(h), _) | (None, Some(h)) => h,
+        (None, None) => {
+            return Err(
+                "RDS reports no endpoint for S's instance yet, and canary.postgres.host names none"
+                    .into(),
+            );
+        }
+    };
+    let tls = match (require_tls, ca_secret_arn) {
+        (true, Some(arn)) => {
+            let pem = secrets
+                .secret_string(arn)
+                .await
+                .map_err(|e| crate::error::chain(&e))?;
+            let connect = RustlsConnect::trusting(&pem).map_err(|e| format!("{arn}: {e}"))?;
+            let name = tls_server_name.as_deref().or(standby_endpoint).ok_or(
+                "no TLS name to verify: RDS reports no endpoint for S's instance and canary.postgres.tls_server_name is not set",
+            )?;
+            Some((connect.verifying(name)?, name.to_owned()))
+        }
+        (true, None) => {
+            return Err(
+                "canary.postgres.require_tls is true but no ca_secret_arn names the CA to trust"
+                    .into(),
+            );
+        }
+        (false, _) => None,
+    };
+    let secret = secrets
+        .secret_string(secret_arn)
+        .await
+        .map_err(|e| crate::error::chain(&e))?;
+    // serde's message can quote the value: only its category and position are kept.
+    let creds: DbCredentials = serde_json::from_str(&secret).map_err(|e| {
+        format!(
+            "secret {secret_arn} is not the RDS credentials JSON {{\"username\": …, \"password\": …}} ({:?} error at line {} column {}; the value is not shown)",
+            e.classify(),
+            e.line(),
+            e.column()
+        )
+    })?;
+    Ok(Some(PgTarget {
+        host,
+        port: *port,
+        database,
+        table,
+        creds,
+        tls,
+    }))
+}
+
+fn tls_note(verified: Option<&str>) -> String {
+    verified.map_or_else(String::new, |name| {
+        format!(" (TLS certificate verified for {name})")
+    })
+}
+
+/// Readiness: connect as the canary would and ask, read-only, whether S is
+/// a replica (it should be, before a failover). Nothing is written. `None`
+/// for an http canary (its only probe is a POST, which writes).
+pub async fn probe_read_only<S: Secrets>(
+    canary: &Canary,
+    standby_endpoint: Option<&str>,
+    secrets: &S,
+    budget: Duration,
+) -> Option<Result<(String, bool), String>> {
+    let target = match pg_target(canary, standby_endpoint, secrets).await {
+        Ok(Some(t)) => t,
+        Ok(None) => return None,
+        Err(e) => return Some(Err(e)),
+    };
+    let PgTarget {
+        host,
+        port,
+        database,
+        creds,
+        tls,
+        ..
+    } = target;
+    let verified = tls.as_ref().map(|(_, n)| n.clone());
+    let attempt = async {
+        let (client, conn) = connect(
+            host,
+            port,
+            database,
+            &creds,
+            tls.map(|(c, _)| c),
+            "handover-readiness",
+        )
+        .await?;
+        let row = client
+            .query_one("SELECT pg_is_in_recovery()", &[])
+            .await
+            .map_err(|e| format!("SELECT pg_is_in_recovery(): {}", db_error(&e)));
+        drop(client);
+        conn.abort();
+        let in_recovery: bool = row?.get(0);
+        Ok((
+            format!(
+                "connected to {host}:{port}/{database} as {}, SELECT pg_is_in_recovery() = {in_recovery}{}",
+                creds.username,
+                tls_note(verified.as_deref())
+            ),
+            in_recovery,
+        ))
+    };
+    Some(
+        tokio::time::timeout(budget, attempt)
+            .await
+            .unwrap_or_else(|_| {
+                Err(format!(
+                    "postgres {host}:{port} did not answer within {} ms",
+                    budget.as_millis()
+                ))
+            }),
+    )
+}
+
 /// One canary attempt. `standby_endpoint` is S's instance endpoint as RDS
 /// reports it now (None when RDS did not say): the host dialled unless the
 /// plan names one, and the name TLS verifies unless the plan names another.
@@ -98,59 +247,23 @@ pub async fn write_once<S: Secrets>(
     budget: Duration,
 ) -> Result<Written, String> {
     match canary {
-        Canary::Postgres {
-            host,
-            port,
-            database,
-            secret_arn,
-            table,
-            require_tls,
-            ca_secret_arn,
-            tls_server_name,
-        } => {
-            let host = match (host.as_deref(), standby_endpoint) {
-                (Some(h), _) | (None, Some(h)) => h,
-                (None, None) => {
-                    return Err("RDS reports no endpoint for S's instance yet, and canary.postgres.host names none".into());
-                }
-            };
-            let tls = match (require_tls, ca_secret_arn) {
-                (true, Some(arn)) => {
-                    let pem = secrets
-                        .secret_string(arn)
-                        .await
-                        .map_err(|e| crate::error::chain(&e))?;
-                    let connect =
-                        RustlsConnect::trusting(&pem).map_err(|e| format!("{arn}: {e}"))?;
-                    let name = tls_server_name.as_deref().or(standby_endpoint).ok_or(
-                        "no TLS name to verify: RDS reports no endpoint for S's instance and canary.postgres.tls_server_name is not set",
-                    )?;
-                    Some((connect.verifying(name)?, name.to_owned()))
-                }
-                (true, None) => {
-                    return Err("canary.postgres.require_tls is true but no ca_secret_arn names the CA to trust".into());
-                }
-                (false, _) => None,
-            };
-            let secret = secrets
-                .secret_string(secret_arn)
-                .await
-                .map_err(|e| crate::error::chain(&e))?;
-            // serde's message can quote the value: only its category and position are kept.
-            let creds: DbCredentials = serde_json::from_str(&secret).map_err(|e| {
-                format!(
-                    "secret {secret_arn} is not the RDS credentials JSON {{\"username\": …, \"password\": …}} ({:?} error at line {} column {}; the value is not shown)",
-                    e.classify(),
-                    e.line(),
-                    e.column()
-                )
-            })?;
+        Canary::Postgres { .. } => {
+            let PgTarget {
+                host,
+                port,
+                database,
+                table,
+                creds,
+                tls,
+            } = pg_target(canary, standby_endpoint, secrets)
+                .await?
+                .ok_or("the canary is not postgres")?;
             let verified = tls.as_ref().map(|(_, name)| name.clone());
             let written = tokio::time::timeout(
                 budget,
                 postgres(
                     host,
-                    *port,
+                    port,
                     database,
                     &creds,
                     table,
@@ -166,8 +279,8 @@ pub async fn write_once<S: Secrets>(
                 )
             })??;
             Ok(match verified {
-                Some(name) => Written {
-                    detail: format!("{} (TLS certificate verified for {name})", written.detail),
+                Some(_) => Written {
+                    detail: format!("{}{}", written.detail, tls_note(verified.as_deref())),
                     ..written
                 },
                 None => written,
@@ -199,15 +312,22 @@ pub async fn write_once<S: Secrets>(
     }
 }
 
-async fn postgres(
+/// An open session and the task driving it (abort it when done).
+pub type Session = (
+    tokio_postgres::Client,
+    tokio::task::JoinHandle<Result<(), tokio_postgres::Error>>,
+);
+
+/// Connect to PostgreSQL as `creds`, over `tls` when given (verifying the
+/// name it was built with), otherwise in the clear.
+pub async fn connect(
     host: &str,
     port: u16,
     database: &str,
     creds: &DbCredentials,
-    table: &str,
-    incident: &str,
     tls: Option<RustlsConnect>,
-) -> Result<Written, String> {
+    application_name: &str,
+) -> Result<Session, String> {
     let mut config = tokio_postgres::Config::new();
     config
         .host(host)
@@ -215,7 +335,7 @@ async fn postgres(
         .dbname(database)
         .user(&creds.username)
         .password(&creds.password)
-        .application_name("handover-canary")
+        .application_name(application_name)
         .connect_timeout(Duration::from_secs(5));
     let connect_error = |e: tokio_postgres::Error| format!("connect: {}", crate::error::chain(&e));
     let (client, conn) = match tls {
@@ -233,6 +353,19 @@ async fn postgres(
             (client, tokio::spawn(connection))
         }
     };
+    Ok((client, conn))
+}
+
+async fn postgres(
+    host: &str,
+    port: u16,
+    database: &str,
+    creds: &DbCredentials,
+    table: &str,
+    incident: &str,
+    tls: Option<RustlsConnect>,
+) -> Result<Written, String> {
+    let (client, conn) = connect(host, port, database, creds, tls, "handover-canary").await?;
     let result = async {
         let row = client.query_one("SELECT pg_is_in_recovery()", &[]).await.map_err(|e| format!("pg_is_in_recovery: {e}"))?;
         let in_recovery: bool = row.get(0);
@@ -268,7 +401,7 @@ async fn postgres(
     result
 }
 
-fn db_error(e: &tokio_postgres::Error) -> String {
+pub(crate) fn db_error(e: &tokio_postgres::Error) -> String {
     match e.as_db_error() {
         Some(db) => format!("{}: {}", db.code().code(), db.message()),
         None => crate::error::chain(e),

@@ -7,6 +7,7 @@ pub mod compensate;
 pub mod fence;
 pub mod pg_tls;
 pub mod promote;
+pub mod rpo;
 pub mod switch;
 pub mod verify;
 

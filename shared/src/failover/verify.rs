@@ -22,9 +22,50 @@ pub trait DnsAnswers {
         name: &str,
         rtype: &str,
     ) -> impl std::future::Future<Output = Result<Vec<String>, AwsError>> + Send;
+
+    /// The record sets named `name` in `zone` (route53:ListResourceRecordSets):
+    /// (set identifier, TTL; None for an alias, which has its target's).
+    /// TestDNSAnswer carries no TTL; this is how long a client may keep an
+    /// answer after Route 53 changed it.
+    fn record_ttls(
+        &self,
+        zone: &str,
+        name: &str,
+    ) -> impl std::future::Future<Output = Result<Vec<(String, Option<i64>)>, AwsError>> + Send;
 }
 
 impl DnsAnswers for super::switch::Route53Control {
+    #[instrument(skip(self))]
+    async fn record_ttls(
+        &self,
+        zone: &str,
+        name: &str,
+    ) -> Result<Vec<(String, Option<i64>)>, AwsError> {
+        let out = self
+            .client()
+            .list_resource_record_sets()
+            .hosted_zone_id(zone)
+            .start_record_name(name)
+            .max_items(10)
+            .send()
+            .await
+            .map_err(|e| call_error("route53", "ListResourceRecordSets", "us-east-1", e))?;
+        let want = name.trim_end_matches('.');
+        Ok(out
+            .resource_record_sets()
+            .iter()
+            .filter(|r| r.name().trim_end_matches('.').eq_ignore_ascii_case(want))
+            .map(|r| {
+                (
+                    r.set_identifier()
+                        .unwrap_or("(no set identifier)")
+                        .to_owned(),
+                    r.ttl(),
+                )
+            })
+            .collect())
+    }
+
     #[instrument(skip(self))]
     async fn answer(&self, zone: &str, name: &str, rtype: &str) -> Result<Vec<String>, AwsError> {
         let out = self
@@ -152,6 +193,75 @@ pub struct VerifyDeps<'a, D, S, R, W> {
     pub writer: &'a W,
 }
 
+/// One write canary attempt on S's instance endpoint.
+async fn canary_attempt<S: Secrets, R: crate::adapters::DbInspector + Sync>(
+    state: &ExecutionState,
+    rds: &R,
+    secrets: &S,
+    http: &reqwest::Client,
+    budget: Duration,
+) -> Result<(String, DateTime<Utc>), String> {
+    let plan = &state.input.plan;
+    let standby = &plan.regions.standby.db_instance_id;
+    // Asked again on every attempt: right after promotion RDS may still
+    // be rebooting S and report no endpoint.
+    let endpoint = match &plan.canary {
+        crate::plan::Canary::Postgres { .. } => {
+            rds.describe(standby, budget)
+                .await
+                .map_err(|e| {
+                    format!(
+                        "describing S's instance {standby}: {}",
+                        crate::error::chain(&e)
+                    )
+                })?
+                .ok_or_else(|| format!("S's instance {standby} does not exist"))?
+                .endpoint
+        }
+        crate::plan::Canary::Http { .. } => None,
+    };
+    write_once(
+        &plan.canary,
+        endpoint.as_deref(),
+        secrets,
+        http,
+        &state.input.incident_id,
+        budget,
+    )
+    .await
+    .map(|w| (w.detail, w.at))
+}
+
+/// How long the first write after promotion is tried before the run goes
+/// on to the switch: the switch matters more than the measurement.
+pub const FIRST_WRITE_DEADLINE: Duration = Duration::from_secs(10);
+
+/// The write canary right after promotion completed, before the switch
+/// (`$.first_write`): the first write S took is not held back by the
+/// switch's waits. Advisory: a miss is recorded, never an error, and
+/// verify proves the write again after the switch.
+pub async fn first_write<S: Secrets, R: crate::adapters::DbInspector + Sync>(
+    state: &ExecutionState,
+    rds: &R,
+    secrets: &S,
+    http: &reqwest::Client,
+    backoff: Backoff,
+) -> Check {
+    let plan = &state.input.plan;
+    let limit = Duration::from_secs(plan.timings.verify_deadline_s).min(FIRST_WRITE_DEADLINE);
+    let budget = Duration::from_millis(plan.timings.call_timeout_ms);
+    let check = until_deadline(tokio::time::Instant::now() + limit, backoff, || {
+        canary_attempt(state, rds, secrets, http, budget)
+    })
+    .await;
+    if check.ok {
+        info!(incident = %state.input.incident_id, at = ?check.first_success_at, "first write on S after promotion");
+    } else {
+        warn!(incident = %state.input.incident_id, error = ?check.last_error, "no write on S within {} s of promotion; the switch goes on and verify tries again", limit.as_secs());
+    }
+    check
+}
+
 /// Run the four checks; a miss fails with `Handover.VerifyFailed` and the evidence.
 pub async fn verify<
     D: DnsAnswers,
@@ -220,36 +330,8 @@ pub async fn verify<
         }
     });
     let incident = &state.input.incident_id;
-    let standby = &plan.regions.standby.db_instance_id;
-    let write_check = until_deadline(deadline, backoff, || async {
-        // Asked again on every attempt: right after promotion RDS may still
-        // be rebooting S and report no endpoint.
-        let endpoint = match &plan.canary {
-            crate::plan::Canary::Postgres { .. } => {
-                deps.rds
-                    .describe(standby, budget)
-                    .await
-                    .map_err(|e| {
-                        format!(
-                            "describing S's instance {standby}: {}",
-                            crate::error::chain(&e)
-                        )
-                    })?
-                    .ok_or_else(|| format!("S's instance {standby} does not exist"))?
-                    .endpoint
-            }
-            crate::plan::Canary::Http { .. } => None,
-        };
-        write_once(
-            &plan.canary,
-            endpoint.as_deref(),
-            deps.secrets,
-            deps.http,
-            incident,
-            budget,
-        )
-        .await
-        .map(|w| (w.detail, w.at))
+    let write_check = until_deadline(deadline, backoff, || {
+        canary_attempt(state, deps.rds, deps.secrets, deps.http, budget)
     });
     let writer_check = until_deadline(deadline, backoff, || async {
         let target = match &dns.writer {

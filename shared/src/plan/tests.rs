@@ -192,6 +192,26 @@ fn the_canary_host_is_optional_and_an_empty_one_is_named() {
 fn invalid_values_are_named_by_path() {
     let cases: Vec<(&str, Value, &str)> = vec![
         (
+            "rpo_table.table",
+            json!("orders; DROP TABLE orders"),
+            "plan.rpo_table.table: must be a plain SQL identifier",
+        ),
+        (
+            "rpo_table.table",
+            json!("a.b.c"),
+            "plan.rpo_table.table: must be a plain SQL identifier",
+        ),
+        (
+            "rpo_table.column",
+            json!("1at"),
+            "plan.rpo_table.column: must be a plain SQL identifier",
+        ),
+        (
+            "rpo_table.database",
+            json!(""),
+            "plan.rpo_table.database: must not be empty",
+        ),
+        (
             "regions.standby.region",
             json!("ap-northeast-2"),
             "plan.regions.standby.region: must differ",

@@ -160,6 +160,9 @@ pub enum Trigger {
     FirstBackup,
     /// The run ended and its audit never completed (see [`super::sweep`]).
     Sweep,
+    /// An operator measured what S never got (`handover rpo`): the report
+    /// is rewritten with the measured RPO next to the estimate.
+    RpoMeasured,
 }
 
 /// Post one plain message to the plan's channel (a failure is logged).
@@ -220,6 +223,10 @@ async fn post_summary(
         Trigger::FirstBackup => Some((
             "Updated report",
             "*Updated report.* The new primary's first backup finished, so the conservative RTO is now measured. Nothing else ran.",
+        )),
+        Trigger::RpoMeasured => Some((
+            "Updated report",
+            "*Updated report.* An operator measured on both databases what S never got (`handover rpo`); the RPO is now measured, next to the estimate. Nothing else ran.",
         )),
         Trigger::Sweep => Some((
             "Late audit",
@@ -296,7 +303,7 @@ pub async fn audit_for<H: ExecutionHistory>(
     // The public name as detect saw it after the run started lives in the
     // probe run (reset below); the re-audit finds it in the first report.
     facts.observations = match trigger {
-        Trigger::FirstBackup => {
+        Trigger::FirstBackup | Trigger::RpoMeasured => {
             let key = format!("{}{}/report.json", plan.report.prefix, input.incident_id);
             match S3Reports::new(&deps.aws, &plan.regions.standby.region)
                 .await
@@ -322,6 +329,21 @@ pub async fn audit_for<H: ExecutionHistory>(
                     Vec::new()
                 }
             }
+        }
+    };
+    // What S never got, if an operator measured it since (`handover rpo`).
+    facts.measured_rpo = match deps.store.measured_rpo(&event.execution_arn).await {
+        Ok(m) => m,
+        Err(e) => {
+            warn!(error = %crate::error::chain(&e), "the measured RPO could not be read; the report gives the estimate");
+            None
+        }
+    };
+    facts.readiness = match deps.store.readiness().await {
+        Ok(r) => r.map(|r| r.readiness),
+        Err(e) => {
+            warn!(error = %crate::error::chain(&e), "the last readiness could not be read; the report goes without it");
+            None
         }
     };
     let mut warnings = Vec::new();
@@ -386,8 +408,11 @@ pub async fn audit_for<H: ExecutionHistory>(
             }
         }
     }
-    for line in emf_lines(&report, now.timestamp_millis()) {
-        println!("{line}");
+    // Metrics are Lambda's stdout (EMF); the CLI's stdout is a terminal.
+    if trigger != Trigger::RpoMeasured {
+        for line in emf_lines(&report, now.timestamp_millis()) {
+            println!("{line}");
+        }
     }
     let location = format!("s3://{}/{prefix}report.html", plan.report.bucket);
     let slack = post_summary(deps, plan, &report, &location, trigger).await;

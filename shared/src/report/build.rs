@@ -53,6 +53,7 @@ pub fn steps(facts: &RunFacts, warnings: &mut Vec<String>) -> Steps {
         recheck: typed(facts, "recheck", warnings),
         fence: typed(facts, "fence", warnings),
         promotion: typed(facts, "promotion", warnings),
+        first_write: typed(facts, "first_write", warnings),
         switch: typed(facts, "switch", warnings),
         verify: typed(facts, "verify", warnings),
     }
@@ -121,6 +122,7 @@ pub fn build(
         action_items,
         failback: FAILBACK.iter().map(|s| (*s).to_owned()).collect(),
         observations: super::numbers::observations(&basis),
+        rpo_measured: facts.measured_rpo.clone(),
         warnings,
     })
 }
@@ -184,6 +186,19 @@ fn summary(
         ended_at: facts.terminal.as_ref().map(|t| t.at),
         plan_version: input.plan.version.clone(),
         history_events: facts.event_count,
+        last_readiness: facts.readiness.as_ref().map(|r| {
+            let m = (input.t0 - r.at).num_minutes();
+            format!(
+                "{} ({}): {}",
+                r.at.format("%Y-%m-%d %H:%M:%S UTC"),
+                if m >= 0 {
+                    format!("{m} min before T0")
+                } else {
+                    format!("{} min after T0", -m)
+                },
+                r.age_line(r.at).trim_start_matches("0 min ago: ")
+            )
+        }),
     }
 }
 

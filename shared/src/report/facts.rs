@@ -99,6 +99,11 @@ pub struct RunFacts {
     /// ticks after the run started (from the probe run, read by audit), or
     /// the ones the first report stored (read by the re-audit).
     pub observations: Vec<crate::public::PublicObservation>,
+    /// The data S never got, measured on both databases after the run
+    /// (`handover rpo`, kept in the table; read by audit).
+    pub measured_rpo: Option<crate::failover::rpo::MeasuredRpo>,
+    /// The last readiness result (read by audit from the table).
+    pub readiness: Option<crate::readiness::Readiness>,
     /// Index into `states` of visits not yet exited.
     open: Vec<usize>,
 }

@@ -15,7 +15,7 @@ pub fn milestones(b: &Basis<'_>) -> (Vec<Milestone>, Vec<String>) {
         .as_ref()
         .map(|d| d.observed_at)
         .or_else(|| first_exit("diagnosis"));
-    let list: Vec<(K, &str, Option<DateTime<Utc>>, &str)> = vec![
+    let mut list: Vec<(K, &str, Option<DateTime<Utc>>, &str)> = vec![
         (K::T0, "T0 (first failing probe)", Some(b.input.t0), "$.t0"),
         (
             K::Detected,
@@ -81,7 +81,8 @@ pub fn milestones(b: &Basis<'_>) -> (Vec<Milestone>, Vec<String>) {
             K::FirstWrite,
             "First write",
             s.first_write(),
-            "$.verify.write.first_success_at",
+            s.first_write_with_source()
+                .map_or("$.verify.write.first_success_at", |(_, src)| src),
         ),
         (
             K::BackupDone,
@@ -96,6 +97,16 @@ pub fn milestones(b: &Basis<'_>) -> (Vec<Milestone>, Vec<String>) {
             "terminal event",
         ),
     ];
+    // The canary's write right after promotion comes before the switch: it
+    // is expected there, not after verify's read.
+    if s.first_write_with_source()
+        .is_some_and(|(_, src)| src == "$.first_write.first_success_at")
+        && let Some(from) = list.iter().position(|m| m.0 == K::FirstWrite)
+        && let Some(promoted) = list.iter().position(|m| m.0 == K::Promoted)
+    {
+        let first_write = list.remove(from);
+        list.insert(promoted + 1, first_write);
+    }
     let mut out = Vec::with_capacity(list.len());
     let mut problems = Vec::new();
     // The latest milestone so far; the backup is exempt before `Ended`

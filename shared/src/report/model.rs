@@ -67,6 +67,10 @@ pub struct Report {
     /// diagnosis, the re-check and verify's read, in time order.
     #[serde(default)]
     pub observations: Vec<crate::public::PublicObservation>,
+    /// The data S never got, measured on both databases after the run
+    /// (`handover rpo`); `numbers.rpo` then gives it next to the estimate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rpo_measured: Option<crate::failover::rpo::MeasuredRpo>,
     /// Problems reading the history.
     pub warnings: Vec<String>,
 }
@@ -137,6 +141,10 @@ pub struct Summary {
     pub plan_version: String,
     /// History events read.
     pub history_events: usize,
+    /// The last readiness result when the report was written, with its
+    /// time against T0 (None: readiness never ran).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_readiness: Option<String>,
 }
 
 /// pass / miss / pending.

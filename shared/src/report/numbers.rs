@@ -6,7 +6,7 @@
 use super::facts::{RunFacts, seconds};
 use super::model::{Measure, Numbers, Span, Status};
 use crate::execution::{
-    ApprovalResult, Diagnosis, ExecutionInput, FenceOutcome, FenceResult, PromotionResult,
+    ApprovalResult, Check, Diagnosis, ExecutionInput, FenceOutcome, FenceResult, PromotionResult,
     PromotionStatus, SwitchResult, VerifyResult,
 };
 use crate::public::PublicObservation;
@@ -25,6 +25,8 @@ pub struct Steps {
     pub fence: Option<FenceResult>,
     /// `$.promotion` (the last poll).
     pub promotion: Option<PromotionResult>,
+    /// `$.first_write`: the write canary right after promotion.
+    pub first_write: Option<Check>,
     /// `$.switch`.
     pub switch: Option<SwitchResult>,
     /// `$.verify`.
@@ -43,9 +45,27 @@ impl Steps {
     pub fn first_read(&self) -> Option<DateTime<Utc>> {
         self.verify.as_ref().and_then(|v| v.read.first_success_at)
     }
-    /// First successful write.
+    /// First successful write: the canary right after promotion, or
+    /// verify's, whichever came first.
     pub fn first_write(&self) -> Option<DateTime<Utc>> {
-        self.verify.as_ref().and_then(|v| v.write.first_success_at)
+        self.first_write_with_source().map(|(t, _)| t)
+    }
+    /// [`Steps::first_write`] and the field it comes from.
+    pub fn first_write_with_source(&self) -> Option<(DateTime<Utc>, &'static str)> {
+        let early = self
+            .first_write
+            .as_ref()
+            .and_then(|c| c.first_success_at)
+            .map(|t| (t, "$.first_write.first_success_at"));
+        let verify = self
+            .verify
+            .as_ref()
+            .and_then(|v| v.write.first_success_at)
+            .map(|t| (t, "$.verify.write.first_success_at"));
+        [early, verify]
+            .into_iter()
+            .flatten()
+            .min_by_key(|(t, _)| *t)
     }
     /// When traffic was on S by the run's own record: the switch, or verify's
     /// first read if that came earlier.
@@ -98,6 +118,7 @@ pub fn observations(b: &Basis<'_>) -> Vec<PublicObservation> {
             dns_side: None,
             status: Some(200),
             served_by: Some(crate::public::Side::S),
+            ttl_s: None,
             error: None,
         });
     }
@@ -240,7 +261,8 @@ pub fn numbers(b: &Basis<'_>) -> Numbers {
         "write_rto",
         "Write RTO",
         s.first_write(),
-        "$.verify.write.first_success_at",
+        s.first_write_with_source()
+            .map_or("$.verify.write.first_success_at", |(_, src)| src),
         "no successful write recorded",
     );
     let mut conservative_rto = rto(
@@ -256,7 +278,7 @@ pub fn numbers(b: &Basis<'_>) -> Numbers {
         conservative_rto.how = "nothing was promoted: no new primary to back up".into();
     }
     let target = b.input.plan.targets.rpo_s;
-    let rpo = match &s.promotion {
+    let mut rpo = match &s.promotion {
         Some(p) => {
             let over = p.rpo_s < 0.0 || p.rpo_s > target as f64;
             Measure {
@@ -315,6 +337,39 @@ pub fn numbers(b: &Basis<'_>) -> Numbers {
             to_at: None,
         },
     };
+    // Measured on both databases after the run: the truth, shown next to
+    // the estimate the approver and the promotion went by.
+    if let (Some(m), Some(p)) = (&b.facts.measured_rpo, &s.promotion) {
+        let estimate = if p.rpo_s < 0.0 {
+            "unknown (no ReplicaLag sample; the approver accepted an unknown loss)".to_owned()
+        } else {
+            format!("{} s", fmt_num(p.rpo_s))
+        };
+        rpo.value_s = Some(m.span_s);
+        rpo.status = if m.span_s <= target as f64 {
+            Status::Pass
+        } else {
+            Status::Miss
+        };
+        rpo.how = format!(
+            "RPO measured: {}, estimate was {estimate}. Measured at {} on both databases ({}): S's newest row before the promotion call {} was written at {}, P's newest at {}. Estimate: {}",
+            m.describe(),
+            hms(m.measured_at),
+            m.read_from,
+            hms(m.cut),
+            m.s_newest_at.map_or_else(
+                || "never (S had none)".into(),
+                |t| t.format("%H:%M:%S%.3f").to_string()
+            ),
+            m.p_newest_at.map_or_else(
+                || "never (P had none)".into(),
+                |t| t.format("%H:%M:%S%.3f").to_string()
+            ),
+            rpo.how
+        );
+        rpo.from_at = m.s_newest_at.or(m.first_lost_at);
+        rpo.to_at = m.p_newest_at;
+    }
     Numbers {
         read_rto,
         write_rto,
@@ -372,9 +427,7 @@ pub fn durations(b: &Basis<'_>) -> Vec<Span> {
         .as_ref()
         .map(|p| (p.promote_started_at, "$.promotion.promote_started_at"));
     let promoted = s.promoted_at().map(|t| (t, "$.promotion.promoted_at"));
-    let first_write = s
-        .first_write()
-        .map(|t| (t, "$.verify.write.first_success_at"));
+    let first_write = s.first_write_with_source();
     // Users reach S when the public name first serves a 200 from S (Route
     // 53's health-check failover moves reads by itself, often long before
     // the switch); from then until the first write, S is read-only to them.

@@ -489,6 +489,7 @@ fn a_live_shaped_history_takes_read_rto_from_the_public_name_with_its_resolution
                 dns_side: Some(if on_s { Side::S } else { Side::P }),
                 status: Some(if on_s { 200 } else { 503 }),
                 served_by: Some(if on_s { Side::S } else { Side::P }),
+                ttl_s: Some(60),
                 error: None,
             }
         })
@@ -519,7 +520,111 @@ fn a_live_shaped_history_takes_read_rto_from_the_public_name_with_its_resolution
     );
     assert_eq!(n.rpo.value_s, Some(126.0));
     assert!(n.read_rto.value_s < n.write_rto.value_s);
+    // Each observation says how long a client may keep the answer.
+    assert!(
+        n.read_rto.how.contains("(P, TTL 60 s)"),
+        "{}",
+        n.read_rto.how
+    );
     // The report keeps the observations, verify's read among them.
     assert!(r.observations.iter().any(|o| o.by == "verify"));
     assert_eq!(r.observations.len(), 9);
+}
+
+/// Issue 17: once `handover rpo` measured the loss on both databases, the
+/// report gives the measured RPO as the value, with the estimate the run
+/// went by next to it, in every format.
+#[test]
+fn a_measured_rpo_is_the_value_and_the_estimate_stays_next_to_it() {
+    use crate::failover::rpo::MeasuredRpo;
+    let arn = "arn:aws:states:ap-northeast-1:123456789012:execution:handover:x";
+    let events = parse_history_json(GOLDEN).unwrap();
+    let mut facts = RunFacts::from_events(&events);
+    let plain = build(arn, &facts, &checks(Some("14:30:00")), at("14:40:00")).unwrap();
+    let estimate = plain.numbers.rpo.value_s.expect("the golden run estimated");
+    let cut = plain.numbers.rpo.to_at.expect("the promotion call");
+    assert!(plain.rpo_measured.is_none());
+    assert!(!plain.numbers.rpo.how.contains("measured"));
+    let ms = chrono::Duration::milliseconds;
+    let measured = |span_s: f64, lost_rows: i64| {
+        MeasuredRpo {
+        table: "orders".into(),
+        column: "created_at".into(),
+        cut,
+        s_newest_at: Some(cut - ms(20_000)),
+        p_newest_at: Some(cut - ms(20_000) + ms((span_s * 1000.0) as i64)),
+        lost_rows,
+        first_lost_at: Some(cut - ms(19_900)),
+        span_s,
+        measured_at: at("15:10:00"),
+        read_from: "P 127.0.0.1:6543 (TLS verified for p.example); S s.example:5432 (TLS verified for s.example)".into(),
+    }
+    };
+    facts.measured_rpo = Some(measured(12.4, 124));
+    let r = build(arn, &facts, &checks(Some("14:30:00")), at("15:10:00")).unwrap();
+    let rpo = &r.numbers.rpo;
+    assert_eq!((rpo.value_s, rpo.status), (Some(12.4), Status::Pass));
+    let head = format!(
+        "RPO measured: 12.4 s (124 transactions) on orders.created_at, estimate was {} s.",
+        super::numbers::fmt_num(estimate)
+    );
+    assert!(rpo.how.starts_with(&head), "{}", rpo.how);
+    // The estimate's own words stay: what it sampled and its bound.
+    assert!(rpo.how.contains("Estimate: ReplicaLag"), "{}", rpo.how);
+    assert!(
+        rpo.how
+            .contains("127.0.0.1:6543 (TLS verified for p.example)")
+    );
+    assert!(markdown(&r).contains(&head));
+    assert!(html(&r).contains("RPO measured: 12.4 s (124 transactions)"));
+    let json: Value = serde_json::from_str(&super::render::json(&r)).unwrap();
+    assert_eq!(json["rpo_measured"]["lost_rows"], 124);
+    assert_eq!(json["numbers"]["rpo"]["value_s"], 12.4);
+    // The truth decides the verdict: a loss over the target misses.
+    facts.measured_rpo = Some(measured(75.0, 900));
+    let r = build(arn, &facts, &checks(Some("14:30:00")), at("15:10:00")).unwrap();
+    assert_eq!(
+        (r.numbers.rpo.value_s, r.numbers.rpo.status),
+        (Some(75.0), Status::Miss)
+    );
+}
+
+/// Issue 14: the report carries the last readiness, with its time against T0.
+#[test]
+fn the_report_carries_the_last_readiness_against_t0() {
+    use crate::readiness::{Check, Readiness, Verdict};
+    let arn = "arn:aws:states:ap-northeast-1:123456789012:execution:handover:x";
+    let events = parse_history_json(GOLDEN).unwrap();
+    let mut facts = RunFacts::from_events(&events);
+    let plain = build(arn, &facts, &checks(None), at("14:40:00")).unwrap();
+    assert_eq!(plain.summary.last_readiness, None);
+    assert!(markdown(&plain).contains("| Last readiness | never evaluated |"));
+    let t0 = plain.summary.t0;
+    facts.readiness = Some(Readiness {
+        at: t0 - chrono::Duration::minutes(12),
+        checks: vec![
+            Check {
+                id: "secrets.db_user".into(),
+                verdict: Verdict::Fail,
+                observed: "names app_user".into(),
+                expected: "S's master user".into(),
+                fix: "Put S's master user in the secret.".into(),
+            },
+            Check {
+                id: "rds.p_exists".into(),
+                verdict: Verdict::Pass,
+                observed: "shop-db is available".into(),
+                expected: "exists".into(),
+                fix: String::new(),
+            },
+        ],
+    });
+    let r = build(arn, &facts, &checks(None), at("14:40:00")).unwrap();
+    let line = r.summary.last_readiness.clone().unwrap();
+    assert!(
+        line.ends_with("(12 min before T0): 1 fail, 0 warn, 1 pass (FAIL secrets.db_user)"),
+        "{line}"
+    );
+    assert!(markdown(&r).contains(&line));
+    assert!(html(&r).contains("Last readiness"));
 }

@@ -49,6 +49,9 @@ pub struct ApprovalView<'a> {
     pub expires_at: DateTime<Utc>,
     /// How to decide by CLI.
     pub cli: &'a CliHint,
+    /// The last readiness result, as [`crate::readiness::Readiness::age_line`]
+    /// gives it (None: never evaluated, or unreadable).
+    pub readiness: Option<&'a str>,
 }
 
 /// The approval request: notification text and blocks.
@@ -93,6 +96,11 @@ pub fn approval(v: &ApprovalView<'_>) -> (String, Vec<Value>) {
             &format!("{} ({} ago)", slack_date(input.t0), human(since)),
         ),
         field("Decide by", &slack_date(v.expires_at)),
+        field(
+            "Last readiness",
+            v.readiness
+                .unwrap_or("never evaluated (no readiness result in the table)"),
+        ),
     ];
     fields.truncate(10);
     let mut blocks = vec![

@@ -22,6 +22,7 @@ fn build(lag: Option<f64>, drill: bool) -> (String, Vec<Value>) {
         requested_at,
         expires_at: requested_at + chrono::Duration::minutes(15),
         cli: &cli(),
+        readiness: None,
     })
 }
 
@@ -132,6 +133,7 @@ fn every_text_fits_slacks_limits() {
         requested_at: now,
         expires_at: now,
         cli: &cli(),
+        readiness: None,
     });
     assert!(blocks[0]["text"]["text"].as_str().unwrap().chars().count() <= 150);
     assert!(blocks[1]["text"]["text"].as_str().unwrap().chars().count() <= 3000);
@@ -221,6 +223,7 @@ fn the_ai_explanation_is_labelled_advisory_and_cannot_mention_anyone() {
         requested_at: at,
         expires_at: at + chrono::Duration::minutes(15),
         cli: &cli(),
+        readiness: None,
     };
     let (_, blocks) = approval(&view);
     let text = serde_json::to_string(&blocks).unwrap();
@@ -248,4 +251,35 @@ fn the_ai_explanation_is_labelled_advisory_and_cannot_mention_anyone() {
         .find(|b| b.to_string().contains("AI explanation unavailable"))
         .expect("a note says why there is no explanation");
     assert_eq!(note["type"], "context");
+}
+
+/// Issue 14: the approver sees how ready the world was, and how long ago.
+#[test]
+fn the_last_readiness_is_in_the_question() {
+    let state = fixtures::state(Some(4.0));
+    let diagnosis = fixtures::diagnosis(Some(4.0));
+    let requested_at = fixtures::t0() + chrono::Duration::seconds(200);
+    let line = "12 min ago: 1 fail, 1 warn, 14 pass (FAIL secrets.db_user)";
+    let view = ApprovalView {
+        state: &state,
+        diagnosis: &diagnosis,
+        key: KEY,
+        requested_at,
+        expires_at: requested_at + chrono::Duration::minutes(15),
+        cli: &cli(),
+        readiness: Some(line),
+    };
+    let (_, blocks) = approval(&view);
+    let all = serde_json::to_string(&blocks).unwrap();
+    assert!(all.contains("Last readiness"), "{all}");
+    assert!(all.contains(line), "{all}");
+    let (_, blocks) = approval(&ApprovalView {
+        readiness: None,
+        ..view
+    });
+    assert!(
+        serde_json::to_string(&blocks)
+            .unwrap()
+            .contains("never evaluated")
+    );
 }

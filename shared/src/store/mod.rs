@@ -7,6 +7,8 @@
 //! | [`probe`] | `PROBE#<region>` | consecutive failures and T0 of the current failing run |
 //! | [`approval`] | `APPROVAL#<key>` | short key → task token, single use, TTL |
 //! | [`control`] | `CONTROL` | the maintenance pause flag |
+//! | [`readiness`] | `READINESS` | the last readiness result and its verdicts |
+//! | [`rpo`] | `RPO#<execution>` | the data S never got, measured after the run |
 //!
 //! Every state change is one conditional write and returns a typed outcome.
 //! A lost race is an outcome, never a retry loop that overwrites. DynamoDB TTL
@@ -17,6 +19,8 @@ pub mod control;
 pub mod lock;
 pub mod primary;
 pub mod probe;
+pub mod readiness;
+pub mod rpo;
 
 use crate::aws::{SdkError, is_transient};
 use crate::error::{Classify, ErrorName};

@@ -117,6 +117,12 @@ pub fn html(r: &Report) -> String {
             "Plan version · history events",
             format!("{} · {}", s.plan_version, s.history_events),
         ),
+        (
+            "Last readiness",
+            s.last_readiness
+                .clone()
+                .unwrap_or_else(|| "never evaluated".into()),
+        ),
     ] {
         row(&mut o, &[esc(k), esc(&v)]);
     }

@@ -78,6 +78,12 @@ pub fn markdown(r: &Report) -> String {
         ),
         ("Plan version", s.plan_version.clone()),
         ("History events", s.history_events.to_string()),
+        (
+            "Last readiness",
+            s.last_readiness
+                .clone()
+                .unwrap_or_else(|| "never evaluated".into()),
+        ),
     ] {
         let _ = writeln!(o, "| {k} | {} |", cell(&v));
     }

@@ -1,0 +1,206 @@
+//! Parse the scheduled event, evaluate, keep the result, post a change once.
+
+use handover::adapters::{CloudWatch, OperatorNotice, Rds, Route53, Sns};
+use handover::aws::Aws;
+use handover::config::{PlanSource, required};
+use handover::error::{ErrorName, FunctionError};
+use handover::failover::canary::SecretsManager as CanarySecrets;
+use handover::plan::Plan;
+use handover::readiness::{Readiness, Sources, Verdict, evaluate, observe};
+use handover::report::sources::{SecretsManagerUsernames, SsmParameters};
+use handover::slack::api::SlackApi;
+use handover::slack::secrets::{SecretsManager, SlackSecret, read_slack};
+use handover::store::Store;
+use handover::store::readiness::ReadinessChange;
+use serde::Serialize;
+use std::sync::Arc;
+use tracing::{info, warn};
+
+/// Built once per container.
+pub struct Deps {
+    aws: Arc<Aws>,
+    plan: Plan,
+    store: Store,
+    slack: SlackApi,
+    slack_secrets: SecretsManager,
+    operators: Sns,
+}
+
+impl Deps {
+    /// From `AWS_REGION`, `TABLE_NAME`, the plan (`PLAN_PARAMETER` or
+    /// `PLAN_FILE`), `HANDOVER_OPERATOR_TOPIC` and `SLACK_API_BASE` (optional).
+    pub async fn from_env() -> Result<Self, FunctionError> {
+        let aws = Arc::new(Aws::new());
+        let region = required("AWS_REGION")?;
+        let plan = PlanSource::from_env()?.load_bound(&aws).await?;
+        let slack = SlackApi::from_env()
+            .map_err(|e| FunctionError::new(ErrorName::Fatal, handover::error::chain(&e)))?;
+        Ok(Deps {
+            store: Store::new(aws.dynamodb(&region).await, required("TABLE_NAME")?),
+            operators: Sns::new(&aws, &required("HANDOVER_OPERATOR_TOPIC")?).await,
+            slack_secrets: SecretsManager::new(aws.clone(), region),
+            slack,
+            plan,
+            aws,
+        })
+    }
+}
+
+/// What one evaluation did.
+#[derive(Debug, Serialize)]
+pub struct Outcome {
+    /// `readiness: 0 fail, 1 warn, 15 pass`.
+    pub summary: String,
+    /// Did the verdicts change since the last evaluation?
+    pub changed: bool,
+    /// The Slack post (`posted <ts>` / `not posted: …`), on a change only.
+    pub slack: Option<String>,
+    /// The SNS message id (or why not), on a change only.
+    pub sns: Option<String>,
+}
+
+/// One evaluation. Only EventBridge Scheduler's payload is accepted (the
+/// template's trigger); anything else is `Handover.InvalidInput` and reads nothing.
+pub async fn handler(event: serde_json::Value, deps: &Deps) -> Result<Outcome, FunctionError> {
+    handover::scheduler::SchedulerEvent::parse(event, "readiness")?;
+    let plan = &deps.plan;
+    let aws = &deps.aws;
+    let (p, s) = (&plan.regions.primary, &plan.regions.standby);
+    let p_rds = Rds::new(aws, &p.region).await;
+    let s_rds = Rds::new(aws, &s.region).await;
+    let lag = CloudWatch::new(aws, &s.region).await;
+    let dns = Route53::new(aws).await;
+    let records = handover::failover::switch::Route53Control::new(aws).await;
+    let parameters = SsmParameters::new(aws, &s.region).await;
+    let secrets = CanarySecrets::new(aws, &s.region).await;
+    let usernames = SecretsManagerUsernames::new(aws, &s.region);
+    let sources = Sources {
+        p_rds: &p_rds,
+        s_rds: &s_rds,
+        lag: &lag,
+        dns: &dns,
+        records: &records,
+        parameters: &parameters,
+        secrets: &secrets,
+        usernames: &usernames,
+        store: &deps.store,
+    };
+    let now = chrono::Utc::now();
+    let r = evaluate(plan, &observe(plan, &sources, now).await);
+    let change = deps.store.record_readiness(&r, now).await?;
+    info!(summary = %r.summary(), changed = matches!(change, ReadinessChange::Changed { .. }), "readiness evaluated");
+    let ReadinessChange::Changed { previous } = change else {
+        return Ok(Outcome {
+            summary: r.summary(),
+            changed: false,
+            slack: None,
+            sns: None,
+        });
+    };
+    let text = announcement(plan, &r, previous.as_deref());
+    let slack = post(deps, &text).await;
+    let sns = match deps
+        .operators
+        .publish(
+            &format!("Handover {}: {}", plan.service, r.summary()),
+            &text,
+        )
+        .await
+    {
+        Ok(id) => format!("published {id}"),
+        Err(e) => {
+            warn!(error = %handover::error::chain(&e), "readiness change not published to SNS");
+            format!("not published: {}", handover::error::chain(&e))
+        }
+    };
+    Ok(Outcome {
+        summary: r.summary(),
+        changed: true,
+        slack: Some(slack),
+        sns: Some(sns),
+    })
+}
+
+/// The message of a change: the summary, what it was, and every check that
+/// is not a pass with its fix.
+pub fn announcement(plan: &Plan, r: &Readiness, previous: Option<&str>) -> String {
+    let head = match r.worst() {
+        Verdict::Fail => format!(
+            ":x: *{}: a failover would not work as planned* ({})",
+            plan.service,
+            r.summary()
+        ),
+        Verdict::Warn => format!(
+            ":warning: *{}: failover readiness changed* ({})",
+            plan.service,
+            r.summary()
+        ),
+        Verdict::Pass => format!(
+            ":white_check_mark: *{}: ready to fail over* ({})",
+            plan.service,
+            r.summary()
+        ),
+    };
+    let was = previous.map_or_else(
+        || "first evaluation".to_owned(),
+        |p| format!("was {}", p.trim_start_matches("readiness: ")),
+    );
+    let mut lines = vec![format!("{head}, {was}")];
+    for c in r.checks.iter().filter(|c| c.verdict != Verdict::Pass) {
+        lines.push(format!(
+            "• {} `{}`: {}. Fix: {}",
+            c.verdict.label().to_uppercase(),
+            c.id,
+            c.observed,
+            c.fix
+        ));
+    }
+    lines.join("\n")
+}
+
+async fn post(deps: &Deps, text: &str) -> String {
+    let result = async {
+        let token = read_slack(
+            &deps.slack_secrets,
+            &deps.plan.slack.bot_token_secret_arn,
+            SlackSecret::BotToken,
+        )
+        .await
+        .map_err(|e| handover::error::chain(&e))?;
+        let blocks =
+            vec![serde_json::json!({"type": "section", "text": {"type": "mrkdwn", "text": text}})];
+        deps.slack
+            .post_message(&token, &deps.plan.slack.channel, text, &blocks)
+            .await
+            .map_err(|e| handover::error::chain(&e))
+    }
+    .await;
+    match result {
+        Ok(posted) => format!("posted {}", posted.ts),
+        Err(e) => {
+            warn!(error = %e, "readiness change not posted to Slack");
+            format!("not posted: {e}")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use handover_testkit::fixtures::refused_without;
+
+    /// EventBridge Scheduler's payload for the template's schedule (shape:
+    /// the recorded Scheduler event in functions/detect/events/README.md).
+    const EVENT: &str = include_str!("../events/scheduled.json");
+
+    #[test]
+    fn the_schedulers_payload_parses_and_a_rule_payload_is_refused_saying_why() {
+        let v: serde_json::Value = serde_json::from_str(EVENT).unwrap();
+        handover::scheduler::SchedulerEvent::parse(v.clone(), "readiness").unwrap();
+        let mut rule = v;
+        rule["source"] = serde_json::json!("aws.events");
+        rule["detail"] = serde_json::json!({});
+        let e = handover::scheduler::SchedulerEvent::parse(rule, "readiness").unwrap_err();
+        assert!(e.message.contains("EventBridge Scheduler"), "{e}");
+        let _ = refused_without;
+    }
+}

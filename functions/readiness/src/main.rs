@@ -1,0 +1,20 @@
+//! `readiness`: every 30 minutes (EventBridge Scheduler), would a failover
+//! work now? See `handover::readiness`.
+
+mod handler;
+
+use handover::telemetry;
+use lambda_runtime::{LambdaEvent, run, service_fn};
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_runtime::Error> {
+    telemetry::init_logging();
+    let deps = handler::Deps::from_env().await?;
+    let deps = &deps;
+    run(service_fn(
+        move |event: LambdaEvent<serde_json::Value>| async move {
+            handler::handler(event.payload, deps).await
+        },
+    ))
+    .await
+}

@@ -1,0 +1,833 @@
+//! Readiness: would a failover work now? Read-only checks of the plan
+//! against the live world, before the incident.
+//!
+//! The reference drill (003) lost most of its preparation to drift nothing
+//! watched: the DR secret's user was not the replica's master user, the
+//! health-check alarm sat in the wrong Region, S's app pulled its image from
+//! P's ECR, and the health check watched the failover name itself. Each
+//! [`Check`] answers `pass`, `warn` or `fail` with what was observed, what
+//! was expected and the fix in one line.
+//!
+//! [`Snapshot`] is gathered by [`observe`] with read calls only; [`evaluate`]
+//! is a pure function of it, so each check is tested on the drift it
+//! catches.
+//!
+//! Not checked here yet, and said so in the result: the fence security
+//! group's rules (EC2 DescribeSecurityGroups), IAM policy simulation of the
+//! functions' roles, Slack's bot token, channel membership and approvers.
+
+use crate::adapters::{AwsError, DbInspector, DbInstance, LagSample, ReplicaLag};
+use crate::aws::GLOBAL_METRICS_REGION;
+use crate::failover::canary::{Secrets, probe_read_only};
+use crate::failover::verify::DnsAnswers;
+use crate::plan::{Canary, Dependency, Plan};
+use crate::report::dependencies::p_markers;
+use crate::report::sources::{ParameterReader, SecretUsernames, standby_db_secrets};
+use crate::store::lock::LockState;
+use crate::store::primary::PrimaryRecord;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// A check's verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// As the plan needs it.
+    Pass,
+    /// Works, but weaker than it should be, or could not be checked.
+    Warn,
+    /// A failover would not work (or not safely) as things are.
+    Fail,
+}
+
+impl Verdict {
+    /// `pass`, `warn`, `fail`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Verdict::Pass => "pass",
+            Verdict::Warn => "warn",
+            Verdict::Fail => "fail",
+        }
+    }
+}
+
+/// One check.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Check {
+    /// Stable id, e.g. `secrets.db_user`.
+    pub id: String,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// What was observed.
+    pub observed: String,
+    /// What the plan needs.
+    pub expected: String,
+    /// The fix, in one line (empty on a pass).
+    pub fix: String,
+}
+
+/// All checks of one evaluation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Readiness {
+    /// When the world was read.
+    pub at: DateTime<Utc>,
+    /// Every check, in a stable order.
+    pub checks: Vec<Check>,
+}
+
+impl Readiness {
+    /// How many checks have `verdict`.
+    pub fn count(&self, verdict: Verdict) -> usize {
+        self.checks.iter().filter(|c| c.verdict == verdict).count()
+    }
+
+    /// The worst verdict (pass when there is no check).
+    pub fn worst(&self) -> Verdict {
+        self.checks
+            .iter()
+            .map(|c| c.verdict)
+            .max()
+            .unwrap_or(Verdict::Pass)
+    }
+
+    /// `readiness: 1 fail, 2 warn, 14 pass`.
+    pub fn summary(&self) -> String {
+        format!(
+            "readiness: {} fail, {} warn, {} pass",
+            self.count(Verdict::Fail),
+            self.count(Verdict::Warn),
+            self.count(Verdict::Pass)
+        )
+    }
+
+    /// "12 min ago: 1 fail, 1 warn, 14 pass (FAIL secrets.db_user)": the
+    /// line the approval message and the report show.
+    pub fn age_line(&self, now: DateTime<Utc>) -> String {
+        let age = (now - self.at).num_minutes().max(0);
+        let failing: Vec<&str> = self
+            .checks
+            .iter()
+            .filter(|c| c.verdict == Verdict::Fail)
+            .map(|c| c.id.as_str())
+            .collect();
+        format!(
+            "{age} min ago: {}{}",
+            self.summary().trim_start_matches("readiness: "),
+            if failing.is_empty() {
+                String::new()
+            } else {
+                format!(" (FAIL {})", failing.join(", "))
+            }
+        )
+    }
+
+    /// The summary, then one line per check that is not a pass.
+    pub fn text(&self) -> String {
+        let mut out = vec![format!(
+            "{} (at {})",
+            self.summary(),
+            self.at.format("%Y-%m-%d %H:%M:%S UTC")
+        )];
+        for c in self.checks.iter().filter(|c| c.verdict != Verdict::Pass) {
+            out.push(format!(
+                "  {} {}: observed {}; expected {}. Fix: {}",
+                c.verdict.label().to_uppercase(),
+                c.id,
+                c.observed,
+                c.expected,
+                c.fix
+            ));
+        }
+        out.join("\n")
+    }
+}
+
+/// What the health check of P watches (Route 53 GetHealthCheck).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthCheckTarget {
+    /// `FullyQualifiedDomainName`, if the check names one.
+    pub fqdn: Option<String>,
+    /// `IPAddress`, if the check names one.
+    pub ip: Option<String>,
+    /// `ResourcePath`.
+    pub path: Option<String>,
+    /// `Type`, e.g. `HTTPS`.
+    pub kind: String,
+}
+
+/// Everything [`evaluate`] reads; `Err` keeps the call's error text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Snapshot {
+    /// When.
+    pub at: DateTime<Utc>,
+    /// P's instance.
+    pub p_db: Result<Option<DbInstance>, String>,
+    /// S's instance.
+    pub s_db: Result<Option<DbInstance>, String>,
+    /// S's newest ReplicaLag sample in the last 5 minutes.
+    pub lag: Result<Option<LagSample>, String>,
+    /// S's DB secrets and the user each names.
+    pub secret_usernames: Vec<(String, Result<Option<String>, String>)>,
+    /// The canary's read-only probe of S (None: http canary).
+    pub canary: Option<Result<(String, bool), String>>,
+    /// What P's health check watches.
+    pub p_health_check: Result<Option<HealthCheckTarget>, String>,
+    /// TTLs of the public name's record sets, by set identifier.
+    pub ttls: Result<Vec<(String, Option<i64>)>, String>,
+    /// Plan-declared SSM parameters in S.
+    pub parameters: Vec<(String, Result<Option<String>, String>)>,
+    /// Handover's primary record.
+    pub primary: Result<Option<PrimaryRecord>, String>,
+    /// Handover's lock.
+    pub lock: Result<Option<LockState>, String>,
+}
+
+fn check(id: &str, verdict: Verdict, observed: String, expected: &str, fix: &str) -> Check {
+    Check {
+        id: id.into(),
+        verdict,
+        observed,
+        expected: expected.into(),
+        fix: if verdict == Verdict::Pass {
+            String::new()
+        } else {
+            fix.into()
+        },
+    }
+}
+
+fn unread(id: &str, what: &str, e: &str, expected: &str) -> Check {
+    check(
+        id,
+        Verdict::Warn,
+        format!("{what} could not be read: {e}"),
+        expected,
+        "Grant the read call to the role running readiness, or retry if AWS was throttling.",
+    )
+}
+
+fn host_of(url: &str) -> &str {
+    url.split("://")
+        .nth(1)
+        .unwrap_or(url)
+        .split(['/', ':', '?'])
+        .next()
+        .unwrap_or_default()
+}
+
+/// `host[:port]` of a URL.
+fn authority_of(url: &str) -> &str {
+    url.split("://")
+        .nth(1)
+        .unwrap_or(url)
+        .split(['/', '?'])
+        .next()
+        .unwrap_or_default()
+}
+
+fn same_name(a: &str, b: &str) -> bool {
+    a.trim_end_matches('.')
+        .eq_ignore_ascii_case(b.trim_end_matches('.'))
+}
+
+/// The record TTL readiness asks for at most, seconds: clients hold an
+/// answer that long after Route 53 moved it.
+pub const MAX_TTL_S: i64 = 60;
+
+/// Replica lag over this share of the RPO target is a warning.
+const LAG_WARN_SHARE: f64 = 0.5;
+
+/// Evaluate every check on `s`.
+pub fn evaluate(plan: &Plan, s: &Snapshot) -> Readiness {
+    let (p, st) = (&plan.regions.primary, &plan.regions.standby);
+    let mut out = Vec::new();
+    // --- RDS ---------------------------------------------------------------
+    let p_db = match &s.p_db {
+        Ok(Some(d)) => {
+            out.push(check(
+                "rds.p_exists",
+                Verdict::Pass,
+                format!("{} is {}", d.id, d.status),
+                "P's instance exists",
+                "",
+            ));
+            Some(d)
+        }
+        Ok(None) => {
+            out.push(check(
+                "rds.p_exists",
+                Verdict::Fail,
+                format!("no instance {} in {}", p.db_instance_id, p.region),
+                "P's instance exists",
+                "Correct regions.primary.db_instance_id in the plan.",
+            ));
+            None
+        }
+        Err(e) => {
+            out.push(unread(
+                "rds.p_exists",
+                "P's instance",
+                e,
+                "P's instance exists",
+            ));
+            None
+        }
+    };
+    let s_db = match &s.s_db {
+        Ok(Some(d)) => Some(d),
+        Ok(None) => {
+            out.push(check(
+                "rds.s_replica_of_p",
+                Verdict::Fail,
+                format!("no instance {} in {}", st.db_instance_id, st.region),
+                "S's instance exists and replicates P",
+                "Create the cross-Region read replica, or correct regions.standby.db_instance_id.",
+            ));
+            None
+        }
+        Err(e) => {
+            out.push(unread(
+                "rds.s_replica_of_p",
+                "S's instance",
+                e,
+                "S's instance exists and replicates P",
+            ));
+            None
+        }
+    };
+    if let Some(d) = s_db {
+        let source = d.replication_source.as_deref();
+        let replicates_p = source
+            .is_some_and(|src| crate::failover::promote::names_instance(src, &p.db_instance_id));
+        out.push(check(
+            "rds.s_replica_of_p",
+            if replicates_p { Verdict::Pass } else { Verdict::Fail },
+            match source {
+                Some(src) => format!("{} replicates {src}", d.id),
+                None => format!("{} has no replication source (a standalone instance)", d.id),
+            },
+            "S's instance is a read replica of P's",
+            "S stands alone (a failover happened, or the replica was promoted by hand): re-protect with a new replica before relying on Handover.",
+        ));
+        // PromoteReadReplica is refused while S is backing up or modifying.
+        let busy = !matches!(d.status.as_str(), "available");
+        out.push(check(
+            "rds.s_status",
+            if busy { Verdict::Warn } else { Verdict::Pass },
+            format!("{} is {}", d.id, d.status),
+            "S is available (PromoteReadReplica is refused while S is backing-up, modifying or rebooting)",
+            "Wait for S to be available; if it stays backing-up for long, check its backup window.",
+        ));
+    }
+    if let Some(d) = p_db {
+        out.push(check(
+            "rds.p_backups",
+            if d.backup_retention_days > 0 {
+                Verdict::Pass
+            } else {
+                Verdict::Warn
+            },
+            format!("{} keeps backups {} days", d.id, d.backup_retention_days),
+            "P keeps automated backups (retention > 0), the restore path if both sides are lost",
+            "Set P's BackupRetentionPeriod to at least 1 day.",
+        ));
+    }
+    let target = plan.targets.rpo_s as f64;
+    out.push(match &s.lag {
+        Ok(Some(l)) if l.seconds < 0.0 => check(
+            "rds.replica_lag",
+            Verdict::Fail,
+            format!("ReplicaLag -1 at {} (replication stopped)", l.at.format("%H:%M:%S")),
+            "replication running, lag under the RPO target",
+            "Replication is broken: look at S's RDS events and P's replication slots.",
+        ),
+        Ok(Some(l)) if l.seconds > target => check(
+            "rds.replica_lag",
+            Verdict::Fail,
+            format!("ReplicaLag {} s at {}", l.seconds, l.at.format("%H:%M:%S")),
+            &format!("lag under the RPO target {target} s"),
+            "S is behind by more than the RPO target: a failover now loses more than agreed; find what slows replication (P's write load, S's instance size, the network).",
+        ),
+        Ok(Some(l)) => check(
+            "rds.replica_lag",
+            if l.seconds > target * LAG_WARN_SHARE { Verdict::Warn } else { Verdict::Pass },
+            format!("ReplicaLag {} s at {}", l.seconds, l.at.format("%H:%M:%S")),
+            &format!("lag well under the RPO target {target} s"),
+            "S's lag is over half the RPO target: watch it before it breaches.",
+        ),
+        Ok(None) => check(
+            "rds.replica_lag",
+            Verdict::Warn,
+            "no ReplicaLag sample in the last 5 minutes".into(),
+            "a ReplicaLag sample every minute",
+            "CloudWatch has no ReplicaLag for S: check that S is a replica and that metrics are published.",
+        ),
+        Err(e) => unread("rds.replica_lag", "ReplicaLag", e, "lag under the RPO target"),
+    });
+    // --- Secrets -----------------------------------------------------------
+    for (arn, user) in &s.secret_usernames {
+        let id = "secrets.db_user";
+        let expected = "the DB secret's username is S's MasterUsername";
+        out.push(match (user, s_db.and_then(|d| d.master_username.as_deref())) {
+            (Ok(Some(u)), Some(m)) if u == m => {
+                check(id, Verdict::Pass, format!("{arn} names {u}"), expected, "")
+            }
+            (Ok(Some(u)), Some(m)) => check(
+                id,
+                Verdict::Fail,
+                format!("{arn} names {u:?}, S's master user is {m:?}"),
+                expected,
+                "Put S's master user (or a user that exists on S) in the secret: apps and the canary would fail to log in after the failover.",
+            ),
+            (Ok(None), _) => check(
+                id,
+                Verdict::Fail,
+                format!("{arn} has no username"),
+                expected,
+                "Store the RDS credentials JSON {\"username\": …, \"password\": …} in the secret.",
+            ),
+            (Ok(Some(u)), None) => check(
+                id,
+                Verdict::Warn,
+                format!("{arn} names {u:?}; S's master user is unknown"),
+                expected,
+                "Make S's instance readable (rds:DescribeDBInstances) so the user can be compared.",
+            ),
+            (Err(e), _) => unread(id, &format!("secret {arn}"), e, expected),
+        });
+    }
+    // --- The canary --------------------------------------------------------
+    match &s.canary {
+        Some(Ok((detail, in_recovery))) => out.push(check(
+            "canary.connect",
+            if *in_recovery { Verdict::Pass } else { Verdict::Warn },
+            detail.clone(),
+            "the canary reaches S over TLS and S is still a replica",
+            "S answers but is not in recovery: it is already writable, so a failover would be a second writer's; check the primary record and P.",
+        )),
+        Some(Err(e)) => out.push(check(
+            "canary.connect",
+            Verdict::Fail,
+            e.clone(),
+            "the canary reaches S over TLS (from the canary's VPC)",
+            "Fix the route, security group, credentials or CA bundle between the canary and S now: verify cannot prove a write otherwise.",
+        )),
+        None => {}
+    }
+    // --- Detection ---------------------------------------------------------
+    let record = &plan.dns.record_name;
+    let forbidden: Vec<&str> = vec![
+        record.as_str(),
+        plan.dns.standby_target.as_str(),
+        host_of(&st.endpoint),
+    ];
+    out.push(match &s.p_health_check {
+        Ok(Some(hc)) => {
+            let watched = hc.fqdn.as_deref().or(hc.ip.as_deref()).unwrap_or("?");
+            let bad = forbidden.iter().any(|f| !f.is_empty() && same_name(watched, f));
+            check(
+                "detection.health_check_target",
+                if bad { Verdict::Fail } else { Verdict::Pass },
+                format!(
+                    "{} watches {} {}{}",
+                    p.health_check_id,
+                    hc.kind,
+                    watched,
+                    hc.path.as_deref().unwrap_or("")
+                ),
+                "P's health check watches a P-only endpoint, never the failover name or anything that resolves to S",
+                "Point P's health check at P's own endpoint (its load balancer): watching the failover name turns it healthy as soon as S answers.",
+            )
+        }
+        Ok(None) => check(
+            "detection.health_check_target",
+            Verdict::Fail,
+            format!("no health check {}", p.health_check_id),
+            "P's health check exists",
+            "Create P's health check, or correct regions.primary.health_check_id.",
+        ),
+        Err(e) => unread(
+            "detection.health_check_target",
+            "P's health check",
+            e,
+            "P's health check watches a P-only endpoint",
+        ),
+    });
+    // The failover names by host; S's own endpoint by host and port (two
+    // endpoints may share a host on different ports).
+    let probe = host_of(&p.endpoint);
+    let probe_bad = [record.as_str(), plan.dns.standby_target.as_str()]
+        .iter()
+        .any(|f| same_name(probe, f))
+        || same_name(authority_of(&p.endpoint), authority_of(&st.endpoint));
+    out.push(check(
+        "detection.probe_endpoint",
+        if probe_bad { Verdict::Fail } else { Verdict::Pass },
+        format!("detect probes {}", p.endpoint),
+        "detect probes P's own endpoint, not the failover name",
+        "Set regions.primary.endpoint to P's own endpoint: the failover name answers from S after Route 53 moves it.",
+    ));
+    if let Some(alarm) = &plan.detection.alarm {
+        out.push(check(
+            "detection.alarm_region",
+            if alarm.region == GLOBAL_METRICS_REGION { Verdict::Pass } else { Verdict::Fail },
+            format!("alarm {} lives in {}", alarm.name, alarm.region),
+            "the health-check alarm lives in us-east-1, where Route 53 publishes its metrics",
+            "Recreate the alarm in us-east-1: elsewhere it never gets data and sits in INSUFFICIENT_DATA.",
+        ));
+    }
+    out.push(match &s.ttls {
+        Ok(t) if t.is_empty() => check(
+            "dns.ttl",
+            Verdict::Fail,
+            format!("no record set named {record}"),
+            "the failover records exist",
+            "Create the PRIMARY and SECONDARY failover records for the public name.",
+        ),
+        Ok(t) => {
+            let worst = t.iter().filter_map(|(_, ttl)| *ttl).max();
+            let over = worst.is_some_and(|w| w > MAX_TTL_S);
+            check(
+                "dns.ttl",
+                if over { Verdict::Warn } else { Verdict::Pass },
+                t.iter()
+                    .map(|(id, ttl)| {
+                        format!(
+                            "{id}: {}",
+                            ttl.map_or("alias (the target's TTL)".to_owned(), |v| format!("TTL {v} s"))
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                &format!("TTL at most {MAX_TTL_S} s"),
+                "Lower the records' TTL to 60 s or less: clients keep P's answer that long after Route 53 moves the name.",
+            )
+        }
+        Err(e) => unread("dns.ttl", "the public name's records", e, "TTL at most 60 s"),
+    });
+    // --- Dependencies --------------------------------------------------------
+    let markers = p_markers(plan);
+    let mentions = |v: &str| markers.iter().find(|m| v.contains(m.as_str())).cloned();
+    for dep in &plan.dependencies {
+        if let Dependency::Value { name, value } = dep {
+            out.push(match mentions(value) {
+                Some(m) => check(
+                    "dependencies.value",
+                    Verdict::Fail,
+                    format!("{name} = {value:?} mentions {m:?}"),
+                    "S's resources do not depend on P",
+                    "Point it at S (replicate the image to S's ECR, use S's endpoints and ARNs).",
+                ),
+                None => check(
+                    "dependencies.value",
+                    Verdict::Pass,
+                    format!("{name} names nothing of P"),
+                    "S's resources do not depend on P",
+                    "",
+                ),
+            });
+        }
+    }
+    for (name, value) in &s.parameters {
+        let id = "dependencies.ssm_parameter";
+        let expected = "S's SSM parameter exists and names nothing of P";
+        out.push(match value {
+            Ok(Some(v)) => match mentions(v) {
+                Some(m) => check(
+                    id,
+                    Verdict::Fail,
+                    format!("{name} = {v:?} mentions {m:?}"),
+                    expected,
+                    "Point it at S (replicate the image to S's ECR, use S's endpoints and ARNs).",
+                ),
+                None => check(
+                    id,
+                    Verdict::Pass,
+                    format!("{name} names nothing of P"),
+                    expected,
+                    "",
+                ),
+            },
+            Ok(None) => check(
+                id,
+                Verdict::Fail,
+                format!("{name} does not exist in {}", st.region),
+                expected,
+                "Create it in S or remove it from the plan's dependencies.",
+            ),
+            Err(e) => unread(id, &format!("SSM parameter {name}"), e, expected),
+        });
+    }
+    // --- Handover's own state ------------------------------------------------
+    match &s.primary {
+        Ok(Some(rec)) => {
+            // The writer by RDS: the side that is not a replica.
+            let writer = match (p_db, s_db) {
+                (Some(pd), Some(sd)) => match (
+                    pd.replication_source.is_none(),
+                    sd.replication_source.is_none(),
+                ) {
+                    (true, false) => Some((p.region.as_str(), pd.id.as_str())),
+                    (false, true) => Some((st.region.as_str(), sd.id.as_str())),
+                    _ => None,
+                },
+                _ => None,
+            };
+            out.push(match writer {
+                Some((region, id)) if rec.region == region && rec.db_instance_id == id => check(
+                    "state.primary_record",
+                    Verdict::Pass,
+                    format!("the record names {id} in {region} (epoch {}), as RDS does", rec.epoch),
+                    "the primary record names the writer RDS shows",
+                    "",
+                ),
+                Some((region, id)) => check(
+                    "state.primary_record",
+                    Verdict::Fail,
+                    format!(
+                        "the record names {} in {} (epoch {}), RDS shows {id} in {region} as the writer",
+                        rec.db_instance_id, rec.region, rec.epoch
+                    ),
+                    "the primary record names the writer RDS shows",
+                    "Find out who changed RDS outside Handover; then set the record to RDS reality (handover init refuses to overwrite: correct it by hand with care).",
+                ),
+                None => check(
+                    "state.primary_record",
+                    Verdict::Warn,
+                    format!("the record names {} in {} (epoch {}); RDS shows no single writer", rec.db_instance_id, rec.region, rec.epoch),
+                    "one writer in RDS, named by the primary record",
+                    "Check both instances' replication: two standalone instances are a split brain, two replicas leave no writer.",
+                ),
+            });
+            let lock = s.lock.as_ref().ok().cloned().flatten();
+            let lease_over = |l: &LockState| l.lease_until.is_none_or(|u| u < s.at);
+            out.push(match &rec.transition {
+                None => check(
+                    "state.transition",
+                    Verdict::Pass,
+                    "no transition held".into(),
+                    "no failover in progress, or one held by a live run",
+                    "",
+                ),
+                Some(t) => {
+                    let live = lock
+                        .as_ref()
+                        .is_some_and(|l| l.holder.is_some() && !lease_over(l));
+                    check(
+                        "state.transition",
+                        if live { Verdict::Warn } else { Verdict::Fail },
+                        format!(
+                            "{} holds a transition ({:?}) since {}{}",
+                            t.execution,
+                            t.phase,
+                            t.since.format("%Y-%m-%d %H:%M:%S"),
+                            if live { ", with a live lock" } else { ", and no live lock holds it" }
+                        ),
+                        "no transition left behind by an ended run",
+                        "A stale transition blocks every failover: check that its execution ended, let audit's sweep compensate it, or release it with the CLI after checking.",
+                    )
+                }
+            });
+        }
+        Ok(None) => out.push(check(
+            "state.primary_record",
+            Verdict::Fail,
+            "no primary record".into(),
+            "the primary record exists",
+            "Run `handover init` once after deploying.",
+        )),
+        Err(e) => out.push(unread(
+            "state.primary_record",
+            "the primary record",
+            e,
+            "the primary record exists",
+        )),
+    }
+    out.push(match &s.lock {
+        Ok(Some(l)) => match (&l.holder, l.lease_until) {
+            (Some(h), Some(u)) if u < s.at => check(
+                "state.lock",
+                Verdict::Fail,
+                format!("{h} holds the lock past its lease ({})", u.format("%Y-%m-%d %H:%M:%S")),
+                "no lock held past its lease",
+                "The holder's run ended without releasing it: audit's sweep releases it; check the execution.",
+            ),
+            (Some(h), _) => check(
+                "state.lock",
+                Verdict::Warn,
+                format!("{h} holds the lock (a run is going on)"),
+                "no run going on",
+                "A failover is in progress: readiness is for quiet times.",
+            ),
+            (None, _) => check(
+                "state.lock",
+                Verdict::Pass,
+                "the lock is free".into(),
+                "no lock held past its lease",
+                "",
+            ),
+        },
+        Ok(None) => check(
+            "state.lock",
+            Verdict::Pass,
+            "no lock item yet".into(),
+            "no lock held past its lease",
+            "",
+        ),
+        Err(e) => unread("state.lock", "the lock", e, "no lock held past its lease"),
+    });
+    out.push(check(
+        "not_checked",
+        Verdict::Warn,
+        "the fence group's rules, IAM policy simulation and Slack (bot token, channel, approvers) are not checked by this version".into(),
+        "every check of the readiness issue",
+        "Check them by hand after each change until readiness covers them.",
+    ));
+    Readiness {
+        at: s.at,
+        checks: out,
+    }
+}
+
+/// Route 53 reads readiness needs beyond the functions' own.
+pub trait DnsConfig {
+    /// What health check `id` watches (`Ok(None)`: no such check).
+    fn health_check_target(
+        &self,
+        id: &str,
+    ) -> impl std::future::Future<Output = Result<Option<HealthCheckTarget>, AwsError>> + Send;
+}
+
+impl DnsConfig for crate::adapters::Route53 {
+    async fn health_check_target(&self, id: &str) -> Result<Option<HealthCheckTarget>, AwsError> {
+        match self
+            .client()
+            .get_health_check()
+            .health_check_id(id)
+            .send()
+            .await
+        {
+            Ok(out) => Ok(out
+                .health_check
+                .and_then(|h| h.health_check_config)
+                .map(|c| HealthCheckTarget {
+                    fqdn: c.fully_qualified_domain_name,
+                    ip: c.ip_address,
+                    path: c.resource_path,
+                    kind: c.r#type.as_str().to_owned(),
+                })),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_no_such_health_check()) =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(crate::adapters::call_error(
+                "route53",
+                "GetHealthCheck",
+                "global",
+                e,
+            )),
+        }
+    }
+}
+
+/// The read calls [`observe`] makes.
+pub struct Sources<'a, P, S, L, C, A, R, K, U> {
+    /// RDS in P's Region.
+    pub p_rds: &'a P,
+    /// RDS in S's Region.
+    pub s_rds: &'a S,
+    /// CloudWatch in S's Region.
+    pub lag: &'a L,
+    /// Route 53: P's health check.
+    pub dns: &'a C,
+    /// Route 53: the public name's records.
+    pub records: &'a A,
+    /// SSM in S's Region.
+    pub parameters: &'a R,
+    /// Secrets Manager (the canary's secrets).
+    pub secrets: &'a K,
+    /// The DB secrets' usernames.
+    pub usernames: &'a U,
+    /// Handover's table.
+    pub store: &'a crate::store::Store,
+}
+
+/// Read the world (read calls only).
+pub async fn observe<P, S, L, C, A, R, K, U>(
+    plan: &Plan,
+    src: &Sources<'_, P, S, L, C, A, R, K, U>,
+    now: DateTime<Utc>,
+) -> Snapshot
+where
+    P: DbInspector + Sync,
+    S: DbInspector + Sync,
+    L: ReplicaLag + Sync,
+    C: DnsConfig + Sync,
+    A: DnsAnswers + Sync,
+    R: ParameterReader + Sync,
+    K: Secrets + Sync,
+    U: SecretUsernames + Sync,
+{
+    let budget = Duration::from_millis(plan.timings.call_timeout_ms);
+    let text = |e: AwsError| crate::error::chain(&e);
+    let (p, st) = (&plan.regions.primary, &plan.regions.standby);
+    let (p_db, s_db, lag, hc, ttls) = tokio::join!(
+        src.p_rds.describe(&p.db_instance_id, budget),
+        src.s_rds.describe(&st.db_instance_id, budget),
+        src.lag.latest_lag(
+            &st.db_instance_id,
+            now,
+            chrono::Duration::minutes(5),
+            budget
+        ),
+        src.dns.health_check_target(&p.health_check_id),
+        src.records
+            .record_ttls(&plan.dns.hosted_zone_id, &plan.dns.record_name),
+    );
+    let s_db = s_db.map_err(text);
+    let endpoint = s_db
+        .as_ref()
+        .ok()
+        .and_then(|d| d.as_ref())
+        .and_then(|d| d.endpoint.clone());
+    let canary = match &plan.canary {
+        Canary::Postgres { .. } => {
+            probe_read_only(&plan.canary, endpoint.as_deref(), src.secrets, budget).await
+        }
+        Canary::Http { .. } => None,
+    };
+    let mut parameters = Vec::new();
+    for dep in &plan.dependencies {
+        if let Dependency::SsmParameter { name } = dep {
+            parameters.push((
+                name.clone(),
+                src.parameters.parameter(name).await.map_err(text),
+            ));
+        }
+    }
+    let mut secret_usernames = Vec::new();
+    for arn in standby_db_secrets(plan) {
+        let user = src.usernames.username(&arn).await.map_err(text);
+        secret_usernames.push((arn, user));
+    }
+    let (primary, lock) = tokio::join!(src.store.primary(), src.store.lock_state());
+    Snapshot {
+        at: now,
+        p_db: p_db.map_err(text),
+        s_db,
+        lag: lag.map_err(text),
+        secret_usernames,
+        canary,
+        p_health_check: hc.map_err(text),
+        ttls: ttls.map_err(text),
+        parameters,
+        primary: primary.map_err(|e| crate::error::chain(&e)),
+        lock: lock.map_err(|e| crate::error::chain(&e)),
+    }
+}
+
+#[cfg(test)]
+mod tests;

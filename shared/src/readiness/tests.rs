@@ -1,0 +1,334 @@
+//! Each check on the drift it catches, and the healthy world passing.
+
+use super::*;
+use crate::store::primary::{Phase, Transition};
+use chrono::TimeZone;
+
+fn plan() -> Plan {
+    Plan::from_json(include_str!("../../../infra/plan.example.jsonc")).unwrap()
+}
+
+fn at(m: u32) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 12, 1, 12, m, 0).unwrap()
+}
+
+fn instance(id: &str, source: Option<&str>) -> DbInstance {
+    DbInstance {
+        id: id.into(),
+        arn: format!("arn:aws:rds:ap-northeast-1:123456789012:db:{id}"),
+        status: "available".into(),
+        replication_source: source.map(str::to_owned),
+        replicas: Vec::new(),
+        security_groups: vec!["sg-app".into()],
+        unsettled_security_groups: Vec::new(),
+        master_username: Some("shop_admin".into()),
+        backup_retention_days: 7,
+        latest_restorable_time: None,
+        endpoint: Some(format!(
+            "{id}.abcdefghijkl.ap-northeast-1.rds.amazonaws.com"
+        )),
+    }
+}
+
+/// The world as the example plan needs it.
+fn healthy(plan: &Plan) -> Snapshot {
+    let (p, s) = (&plan.regions.primary, &plan.regions.standby);
+    Snapshot {
+        at: at(30),
+        p_db: Ok(Some(instance(&p.db_instance_id, None))),
+        s_db: Ok(Some(instance(
+            &s.db_instance_id,
+            Some(&format!("arn:aws:rds:{}:123456789012:db:{}", p.region, p.db_instance_id)),
+        ))),
+        lag: Ok(Some(LagSample {
+            seconds: 2.0,
+            at: at(29),
+        })),
+        secret_usernames: standby_db_secrets(plan)
+            .into_iter()
+            .map(|arn| (arn, Ok(Some("shop_admin".to_owned()))))
+            .collect(),
+        canary: Some(Ok((
+            "connected to shop-db-replica…:5432/shop as shop_admin, SELECT pg_is_in_recovery() = true".into(),
+            true,
+        ))),
+        p_health_check: Ok(Some(HealthCheckTarget {
+            fqdn: Some("p-alb.ap-northeast-2.elb.amazonaws.com".into()),
+            ip: None,
+            path: Some("/health".into()),
+            kind: "HTTPS".into(),
+        })),
+        ttls: Ok(vec![("primary".into(), Some(60)), ("secondary".into(), Some(60))]),
+        parameters: vec![(
+            "/shop/app/image".into(),
+            Ok(Some("123456789012.dkr.ecr.ap-northeast-1.amazonaws.com/shop:1".into())),
+        )],
+        primary: Ok(Some(PrimaryRecord {
+            region: p.region.clone(),
+            db_instance_id: p.db_instance_id.clone(),
+            epoch: 1,
+            transition: None,
+            last_execution: None,
+            updated_at: at(0),
+            promoted_at: None,
+            last_transition: None,
+            switch_previous: Default::default(),
+            last_switch_previous: Default::default(),
+            unfence_pending: None,
+        })),
+        lock: Ok(Some(LockState {
+            holder: None,
+            lease_until: None,
+            cooldown_until: None,
+            last_incident: None,
+        })),
+    }
+}
+
+fn verdict(r: &Readiness, id: &str) -> (Verdict, String) {
+    let c = r
+        .checks
+        .iter()
+        .find(|c| c.id == id && c.verdict != Verdict::Pass)
+        .or_else(|| r.checks.iter().find(|c| c.id == id))
+        .unwrap_or_else(|| panic!("no check {id}: {:#?}", r.checks));
+    (c.verdict, c.fix.clone())
+}
+
+#[test]
+fn the_world_the_plan_needs_passes_every_check_it_can_make() {
+    let plan = plan();
+    let r = evaluate(&plan, &healthy(&plan));
+    let not_pass: Vec<&Check> = r
+        .checks
+        .iter()
+        .filter(|c| c.verdict != Verdict::Pass)
+        .collect();
+    assert_eq!(
+        not_pass.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(),
+        ["not_checked"],
+        "{not_pass:#?}"
+    );
+    assert!(
+        r.summary().starts_with("readiness: 0 fail, 1 warn, "),
+        "{}",
+        r.summary()
+    );
+    assert!(
+        r.checks
+            .iter()
+            .all(|c| c.verdict != Verdict::Pass || c.fix.is_empty())
+    );
+}
+
+/// Seed one drift, expect `id` with `verdict` and a fix naming `fix`.
+fn drift(id: &str, want: Verdict, fix: &str, seed: impl FnOnce(&mut Plan, &mut Snapshot)) {
+    let mut plan = plan();
+    let mut s = healthy(&plan);
+    seed(&mut plan, &mut s);
+    let r = evaluate(&plan, &s);
+    let (v, f) = verdict(&r, id);
+    assert_eq!(v, want, "{id}: {}", r.text());
+    assert!(f.contains(fix), "{id}: the fix {f:?} does not say {fix:?}");
+    assert!(r.text().contains(id), "{}", r.text());
+}
+
+#[test]
+fn the_secrets_user_other_than_the_replicas_master_user_fails() {
+    // The seed's CrashLoopBackOff: the DR secret named another user.
+    drift("secrets.db_user", Verdict::Fail, "master user", |_, s| {
+        s.secret_usernames[0].1 = Ok(Some("app_user".into()));
+    });
+}
+
+#[test]
+fn a_health_check_on_the_failover_name_fails() {
+    drift(
+        "detection.health_check_target",
+        Verdict::Fail,
+        "P's own endpoint",
+        |plan, s| {
+            s.p_health_check = Ok(Some(HealthCheckTarget {
+                fqdn: Some(plan.dns.record_name.clone()),
+                ip: None,
+                path: Some("/health".into()),
+                kind: "HTTPS".into(),
+            }));
+        },
+    );
+}
+
+#[test]
+fn a_probe_of_the_failover_name_fails() {
+    drift(
+        "detection.probe_endpoint",
+        Verdict::Fail,
+        "P's own endpoint",
+        |plan, _| {
+            plan.regions.primary.endpoint = format!("https://{}/health", plan.dns.record_name);
+        },
+    );
+}
+
+#[test]
+fn an_alarm_outside_us_east_1_fails() {
+    drift(
+        "detection.alarm_region",
+        Verdict::Fail,
+        "us-east-1",
+        |plan, _| {
+            if let Some(a) = plan.detection.alarm.as_mut() {
+                a.region = "ap-northeast-2".into();
+            }
+        },
+    );
+}
+
+#[test]
+fn s_pulling_its_image_from_ps_ecr_fails() {
+    drift(
+        "dependencies.ssm_parameter",
+        Verdict::Fail,
+        "S's ECR",
+        |_, s| {
+            s.parameters[0].1 = Ok(Some(
+                "123456789012.dkr.ecr.ap-northeast-2.amazonaws.com/shop:1".into(),
+            ));
+        },
+    );
+}
+
+#[test]
+fn replica_lag_over_the_rpo_target_fails_and_half_of_it_warns() {
+    drift("rds.replica_lag", Verdict::Fail, "RPO target", |_, s| {
+        s.lag = Ok(Some(LagSample {
+            seconds: 95.0,
+            at: at(29),
+        }));
+    });
+    drift(
+        "rds.replica_lag",
+        Verdict::Warn,
+        "half the RPO target",
+        |_, s| {
+            s.lag = Ok(Some(LagSample {
+                seconds: 40.0,
+                at: at(29),
+            }));
+        },
+    );
+    drift("rds.replica_lag", Verdict::Fail, "broken", |_, s| {
+        s.lag = Ok(Some(LagSample {
+            seconds: -1.0,
+            at: at(29),
+        }));
+    });
+}
+
+#[test]
+fn a_stale_transition_fails_and_a_live_one_warns() {
+    let transition = Transition {
+        phase: Phase::Fencing,
+        execution: "arn:aws:states:ap-northeast-1:123456789012:execution:handover:old".into(),
+        to_region: "ap-northeast-1".into(),
+        since: at(1),
+        promote_claimed_at: None,
+        promote_called_at: None,
+        fence_previous_groups: None,
+        fence: None,
+        fence_reboot_at: None,
+        rpo: None,
+    };
+    let t = transition.clone();
+    drift("state.transition", Verdict::Fail, "sweep", move |_, s| {
+        if let Ok(Some(r)) = s.primary.as_mut() {
+            r.transition = Some(t);
+        }
+    });
+    drift("state.transition", Verdict::Warn, "sweep", move |_, s| {
+        if let Ok(Some(r)) = s.primary.as_mut() {
+            r.transition = Some(transition);
+        }
+        s.lock = Ok(Some(LockState {
+            holder: Some("inc".into()),
+            lease_until: Some(at(45)),
+            cooldown_until: None,
+            last_incident: None,
+        }));
+    });
+}
+
+#[test]
+fn a_lock_past_its_lease_fails() {
+    drift("state.lock", Verdict::Fail, "sweep", |_, s| {
+        s.lock = Ok(Some(LockState {
+            holder: Some("inc".into()),
+            lease_until: Some(at(10)),
+            cooldown_until: None,
+            last_incident: None,
+        }));
+    });
+}
+
+#[test]
+fn s_standing_alone_fails_and_the_record_against_rds_is_checked() {
+    drift("rds.s_replica_of_p", Verdict::Fail, "re-protect", |_, s| {
+        if let Ok(Some(d)) = s.s_db.as_mut() {
+            d.replication_source = None;
+        }
+    });
+    // RDS shows S as the writer (P a replica of it) while the record names P.
+    drift(
+        "state.primary_record",
+        Verdict::Fail,
+        "outside Handover",
+        |_, s| {
+            if let Ok(Some(d)) = s.s_db.as_mut() {
+                d.replication_source = None;
+            }
+            if let Ok(Some(d)) = s.p_db.as_mut() {
+                d.replication_source = Some("shop-db-replica".into());
+            }
+        },
+    );
+}
+
+#[test]
+fn a_canary_that_cannot_reach_s_fails_and_a_writable_s_warns() {
+    drift(
+        "canary.connect",
+        Verdict::Fail,
+        "verify cannot prove a write",
+        |_, s| {
+            s.canary = Some(Err("connect: connection refused".into()));
+        },
+    );
+    drift("canary.connect", Verdict::Warn, "second writer", |_, s| {
+        s.canary = Some(Ok(("SELECT pg_is_in_recovery() = false".into(), false)));
+    });
+}
+
+#[test]
+fn a_long_ttl_warns_and_missing_records_fail() {
+    drift("dns.ttl", Verdict::Warn, "60 s or less", |_, s| {
+        s.ttls = Ok(vec![
+            ("primary".into(), Some(300)),
+            ("secondary".into(), Some(60)),
+        ]);
+    });
+    drift("dns.ttl", Verdict::Fail, "failover records", |_, s| {
+        s.ttls = Ok(Vec::new());
+    });
+}
+
+#[test]
+fn an_unreadable_source_warns_instead_of_passing() {
+    drift(
+        "rds.replica_lag",
+        Verdict::Warn,
+        "Grant the read call",
+        |_, s| {
+            s.lag = Err("cloudwatch GetMetricData: AccessDenied".into());
+        },
+    );
+}
