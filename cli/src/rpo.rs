@@ -142,31 +142,6 @@ async fn open(
 
 /// Measure, keep, and rewrite the report.
 pub async fn rpo(ctx: Context, flags: &BTreeMap<&'static str, String>) -> Result<String, Failure> {
-    let plan = &ctx.plan;
-    let table = plan.rpo_table.clone().ok_or_else(|| {
-        refused("the plan names no rpo_table (a table P's app writes, with each row's write time): there is nothing to measure on")
-    })?;
-    let access = match &plan.canary {
-        Canary::Postgres {
-            port,
-            database,
-            secret_arn,
-            require_tls,
-            ca_secret_arn,
-            ..
-        } => DbAccess {
-            port: *port,
-            database: table.database.as_deref().unwrap_or(database),
-            secret_arn,
-            ca_secret_arn: ca_secret_arn.as_deref(),
-            require_tls: *require_tls,
-        },
-        Canary::Http { .. } => {
-            return Err(refused(
-                "the plan's canary is http: rpo reads PostgreSQL with the canary.postgres settings",
-            ));
-        }
-    };
     let execution = match flags.get("--execution") {
         Some(e) => e.clone(),
         None => ctx
@@ -203,6 +178,36 @@ pub async fn rpo(ctx: Context, flags: &BTreeMap<&'static str, String>) -> Result
             status.status
         )));
     }
+    // The sides and the canary of the plan that ran: the current plan may
+    // name other instances (after a failback, or a new plan).
+    let run_plan = handover::report::build::execution_input(&facts)
+        .map_err(|e| failed(handover::error::chain(&e)))?
+        .plan;
+    let plan = &run_plan;
+    let table = ctx.plan.rpo_table.clone().or_else(|| plan.rpo_table.clone()).ok_or_else(|| {
+        refused("the plan names no rpo_table (a table P's app writes, with each row's write time): there is nothing to measure on")
+    })?;
+    let access = match &plan.canary {
+        Canary::Postgres {
+            port,
+            database,
+            secret_arn,
+            require_tls,
+            ca_secret_arn,
+            ..
+        } => DbAccess {
+            port: *port,
+            database: table.database.as_deref().unwrap_or(database),
+            secret_arn,
+            ca_secret_arn: ca_secret_arn.as_deref(),
+            require_tls: *require_tls,
+        },
+        Canary::Http { .. } => {
+            return Err(refused(
+                "the plan's canary is http: rpo reads PostgreSQL with the canary.postgres settings",
+            ));
+        }
+    };
     let ((p, p_conn), p_how) = open(
         &ctx,
         "P",

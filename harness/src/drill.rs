@@ -177,6 +177,8 @@ pub struct Drill {
     /// The router's DNS answers for the public name, each change with its
     /// time (polled every [`DNS_WATCH`]).
     dns_log: DnsLog,
+    /// The same for the writer name (a CNAME writer endpoint).
+    writer_log: DnsLog,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -407,6 +409,7 @@ impl Drill {
             state_machine,
             pdb,
             dns_log: Default::default(),
+            writer_log: Default::default(),
             tasks: Vec::new(),
         };
         drill.background();
@@ -458,33 +461,48 @@ impl Drill {
             self.sdb.clone(),
             None,
         ));
-        // The router's DNS answer, as a log of changes: what the report's
-        // read RTO is checked against.
-        let (log, zone, name) = (
+        // The router's DNS answers, as logs of changes: what the report's
+        // read RTO (the public name) and write RTO (the writer name: users'
+        // writes reach S once it names S) are checked against.
+        let mut watch = |log: DnsLog, zone: String, name: String| {
+            self.tasks.push(tokio::spawn(async move {
+                let r53 = Aws::new().route53().await;
+                loop {
+                    if let Ok(a) = r53
+                        .test_dns_answer()
+                        .hosted_zone_id(&zone)
+                        .record_name(&name)
+                        .record_type(aws_sdk_route53::types::RrType::Cname)
+                        .send()
+                        .await
+                    {
+                        let answer = a.record_data().to_vec();
+                        let mut log = log.lock().unwrap_or_else(|e| e.into_inner());
+                        if log.last().is_none_or(|(_, last)| *last != answer) {
+                            log.push((Utc::now(), answer));
+                        }
+                    }
+                    tokio::time::sleep(DNS_WATCH).await;
+                }
+            }));
+        };
+        watch(
             self.dns_log.clone(),
             self.plan.dns.hosted_zone_id.clone(),
             self.plan.dns.record_name.clone(),
         );
-        self.tasks.push(tokio::spawn(async move {
-            let r53 = Aws::new().route53().await;
-            loop {
-                if let Ok(a) = r53
-                    .test_dns_answer()
-                    .hosted_zone_id(&zone)
-                    .record_name(&name)
-                    .record_type(aws_sdk_route53::types::RrType::Cname)
-                    .send()
-                    .await
-                {
-                    let answer = a.record_data().to_vec();
-                    let mut log = log.lock().unwrap_or_else(|e| e.into_inner());
-                    if log.last().is_none_or(|(_, last)| *last != answer) {
-                        log.push((Utc::now(), answer));
-                    }
-                }
-                tokio::time::sleep(DNS_WATCH).await;
-            }
-        }));
+        if let handover::plan::WriterEndpoint::Cname {
+            hosted_zone_id,
+            name,
+            ..
+        } = &self.plan.dns.writer
+        {
+            watch(
+                self.writer_log.clone(),
+                hosted_zone_id.clone(),
+                name.clone(),
+            );
+        }
         // S's app takes writes once moto shows the replica promoted (the
         // router promotes S's database itself).
         let aws = Aws::new();
@@ -1083,7 +1101,22 @@ impl Drill {
             .await?
             .get(0);
         conn.abort();
-        let first_write = first_write.ok_or_else(|| anyhow!("S's database holds no canary row"))?;
+        let first_row = first_write.ok_or_else(|| anyhow!("S's database holds no canary row"))?;
+        // Users write through the writer name: they reach S once it names S.
+        let writer_moved = match &self.plan.dns.writer {
+            handover::plan::WriterEndpoint::Cname { standby_target, .. } => self
+                .writer_log
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .find(|(_, a)| {
+                    a.iter()
+                        .any(|v| v.trim_end_matches('.') == standby_target.trim_end_matches('.'))
+                })
+                .map(|(t, _)| *t),
+            handover::plan::WriterEndpoint::SsmParameter { .. } => None,
+        };
+        let first_write = writer_moved.map_or(first_row, |w| w.max(first_row));
         let n = &report["numbers"];
         let (read, write) = (
             n["read_rto"]["value_s"].as_f64().unwrap_or_default(),
@@ -1106,8 +1139,10 @@ impl Drill {
             "the report puts {reported:.1} s between reads and writes on S, the router {router:.1} s (DNS moved at {moved_at}, first write on S's disk at {first_write}): more than one observation interval ({interval:.1} s) apart"
         );
         Ok(format!(
-            "  against the router: DNS moved to S at {}, S's disk holds its first write at {}: {router:.1} s apart; the report says write RTO − read RTO = {reported:.1} s (read RTO's resolution {interval:.1} s)",
+            "  against the router: DNS moved to S at {}; S's disk holds its first write at {}, the writer name named S from {}: users could write from {}, {router:.1} s after reads moved; the report says write RTO − read RTO = {reported:.1} s (read RTO's resolution {interval:.1} s)",
             moved_at.format("%H:%M:%S%.3f"),
+            first_row.format("%H:%M:%S%.3f"),
+            writer_moved.map_or_else(|| "?".to_owned(), |t| t.format("%H:%M:%S%.3f").to_string()),
             first_write.format("%H:%M:%S%.3f"),
         ))
     }

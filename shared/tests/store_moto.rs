@@ -644,6 +644,23 @@ async fn a_readiness_change_is_announced_once_and_the_same_verdicts_never() {
         .await
         .unwrap();
     assert_eq!(first, ReadinessChange::Changed { previous: None });
+    // Claimed moments ago and not posted yet: nobody else announces it.
+    let racing = store
+        .record_readiness(&readiness(t(12, 1, 0), Pass), t(12, 1, 0))
+        .await
+        .unwrap();
+    assert_eq!(racing, ReadinessChange::Unchanged);
+    // Never marked posted (the evaluation died, or reached nobody): the
+    // next evaluation announces it again.
+    let again = store
+        .record_readiness(&readiness(t(12, 10, 0), Pass), t(12, 10, 0))
+        .await
+        .unwrap();
+    assert_eq!(again, ReadinessChange::Changed { previous: None });
+    store
+        .mark_readiness_posted(&readiness(t(12, 10, 0), Pass))
+        .await
+        .unwrap();
     let same = store
         .record_readiness(&readiness(t(12, 30, 0), Pass), t(12, 30, 0))
         .await

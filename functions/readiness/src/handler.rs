@@ -98,8 +98,8 @@ pub async fn handler(event: serde_json::Value, deps: &Deps) -> Result<Outcome, F
         });
     };
     let text = announcement(plan, &r, previous.as_deref());
-    let slack = post(deps, &text).await;
-    let sns = match deps
+    let (slack, slack_ok) = post(deps, &text).await;
+    let (sns, sns_ok) = match deps
         .operators
         .publish(
             &format!("Handover {}: {}", plan.service, r.summary()),
@@ -107,12 +107,24 @@ pub async fn handler(event: serde_json::Value, deps: &Deps) -> Result<Outcome, F
         )
         .await
     {
-        Ok(id) => format!("published {id}"),
+        Ok(id) => (format!("published {id}"), true),
         Err(e) => {
             warn!(error = %handover::error::chain(&e), "readiness change not published to SNS");
-            format!("not published: {}", handover::error::chain(&e))
+            (
+                format!("not published: {}", handover::error::chain(&e)),
+                false,
+            )
         }
     };
+    if !(slack_ok || sns_ok) {
+        // Announced nowhere: not marked posted, so a later evaluation
+        // announces it again; and this one fails, so the Errors alarm sees it.
+        return Err(FunctionError::new(
+            ErrorName::Transient,
+            format!("the readiness change reached nobody: Slack {slack}; SNS {sns}"),
+        ));
+    }
+    deps.store.mark_readiness_posted(&r).await?;
     Ok(Outcome {
         summary: r.summary(),
         changed: true,
@@ -158,7 +170,7 @@ pub fn announcement(plan: &Plan, r: &Readiness, previous: Option<&str>) -> Strin
     lines.join("\n")
 }
 
-async fn post(deps: &Deps, text: &str) -> String {
+async fn post(deps: &Deps, text: &str) -> (String, bool) {
     let result = async {
         let token = read_slack(
             &deps.slack_secrets,
@@ -176,10 +188,10 @@ async fn post(deps: &Deps, text: &str) -> String {
     }
     .await;
     match result {
-        Ok(posted) => format!("posted {}", posted.ts),
+        Ok(posted) => (format!("posted {}", posted.ts), true),
         Err(e) => {
             warn!(error = %e, "readiness change not posted to Slack");
-            format!("not posted: {e}")
+            (format!("not posted: {e}"), false)
         }
     }
 }

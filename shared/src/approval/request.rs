@@ -136,10 +136,21 @@ impl<S: SecretReader + Sync, N: OperatorNotice + Sync> Requester<'_, S, N> {
             );
         let key = self.store_key(task, requested_at, expires_at).await?;
         // Best effort: the question never waits on it.
-        let readiness = match self.store.readiness().await {
-            Ok(r) => r.map(|r| r.readiness.age_line(requested_at)),
-            Err(e) => {
+        let readiness = match tokio::time::timeout(
+            std::time::Duration::from_secs(2),
+            self.store.readiness(),
+        )
+        .await
+        {
+            Ok(Ok(r)) => r.map(|r| r.readiness.age_line(requested_at)),
+            Ok(Err(e)) => {
                 tracing::warn!(error = %crate::error::chain(&e), "the last readiness could not be read; the question goes without it");
+                None
+            }
+            Err(_) => {
+                tracing::warn!(
+                    "the last readiness did not come within 2 s; the question goes without it"
+                );
                 None
             }
         };

@@ -35,10 +35,15 @@ pub struct MeasuredRpo {
     /// S's newest row before the cut: the last of P's writes S replayed
     /// (`None`: S had none of the table's rows).
     pub s_newest_at: Option<DateTime<Utc>>,
-    /// P's newest row.
+    /// P's newest row before the cut.
     pub p_newest_at: Option<DateTime<Utc>>,
-    /// P's rows newer than S's newest: the writes S never got.
+    /// P's rows newer than S's newest (and before the cut): the writes S
+    /// never got.
     pub lost_rows: i64,
+    /// P's rows after the cut: not part of this loss (P wrote after the
+    /// promotion call: a fence that did not hold, or P rebuilt since).
+    #[serde(default)]
+    pub p_rows_after_cut: i64,
     /// The first of them.
     pub first_lost_at: Option<DateTime<Utc>>,
     /// P's newest minus S's newest (or minus the first lost row when S had
@@ -79,6 +84,32 @@ pub async fn measure(
     read_from: String,
 ) -> Result<MeasuredRpo, String> {
     let (t, c) = (&table.table, &table.column);
+    // Read-only, bounded: S is today's primary.
+    for (side, client) in [("P", p), ("S", s)] {
+        client
+            .batch_execute(
+                "SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY; SET statement_timeout = '30s'",
+            )
+            .await
+            .map_err(|e| format!("{side}: {}", db_error(&e)))?;
+    }
+    // The old primary is no replica, and the promoted S is none any more:
+    // a session that is one reached the wrong database.
+    for (side, client, want) in [
+        ("P", p, "the old primary"),
+        ("S", s, "the promoted replica"),
+    ] {
+        let in_recovery: bool = client
+            .query_one("SELECT pg_is_in_recovery()", &[])
+            .await
+            .map_err(|e| format!("{side}: pg_is_in_recovery(): {}", db_error(&e)))?
+            .get(0);
+        if in_recovery {
+            return Err(format!(
+                "{side}'s session is a replica (in recovery), not {want}: check the address it reached"
+            ));
+        }
+    }
     let s_newest: Option<DateTime<Utc>> = s
         .query_one(&format!("SELECT max({c}) FROM {t} WHERE {c} < $1"), &[&cut])
         .await
@@ -87,9 +118,9 @@ pub async fn measure(
     let row = p
         .query_one(
             &format!(
-                "SELECT count(*), min({c}), max({c}), (SELECT max({c}) FROM {t}) FROM {t} WHERE $1::timestamptz IS NULL OR {c} > $1"
+                "SELECT count(*), min({c}), max({c}), (SELECT max({c}) FROM {t} WHERE {c} < $2), (SELECT count(*) FROM {t} WHERE {c} >= $2) FROM {t} WHERE ($1::timestamptz IS NULL OR {c} > $1) AND {c} < $2"
             ),
-            &[&s_newest],
+            &[&s_newest, &cut],
         )
         .await
         .map_err(|e| format!("P: {t}.{c} after S's newest: {}", db_error(&e)))?;
@@ -97,6 +128,7 @@ pub async fn measure(
     let first_lost_at: Option<DateTime<Utc>> = row.get(1);
     let newest_lost: Option<DateTime<Utc>> = row.get(2);
     let p_newest_at: Option<DateTime<Utc>> = row.get(3);
+    let p_rows_after_cut: i64 = row.get(4);
     let span_s = match (lost_rows, newest_lost, s_newest, first_lost_at) {
         (0, ..) | (_, None, ..) => 0.0,
         (_, Some(n), Some(s), _) => seconds(s, n),
@@ -110,6 +142,7 @@ pub async fn measure(
         s_newest_at: s_newest,
         p_newest_at,
         lost_rows,
+        p_rows_after_cut,
         first_lost_at,
         span_s,
         measured_at: now,

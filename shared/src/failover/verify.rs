@@ -248,6 +248,19 @@ pub async fn first_write<S: Secrets, R: crate::adapters::DbInspector + Sync>(
     backoff: Backoff,
 ) -> Check {
     let plan = &state.input.plan;
+    // An http canary POSTs through the public name, which still answers
+    // from P's side before the switch: it proves nothing here.
+    if let crate::plan::Canary::Http { url } = &plan.canary {
+        return Check {
+            ok: false,
+            attempts: 0,
+            first_success_at: None,
+            last_error: None,
+            detail: format!(
+                "skipped: the http canary ({url}) goes through the public name, measured by verify after the switch"
+            ),
+        };
+    }
     let limit = Duration::from_secs(plan.timings.verify_deadline_s).min(FIRST_WRITE_DEADLINE);
     let budget = Duration::from_millis(plan.timings.call_timeout_ms);
     let check = until_deadline(tokio::time::Instant::now() + limit, backoff, || {

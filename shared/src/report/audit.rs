@@ -302,18 +302,31 @@ pub async fn audit_for<H: ExecutionHistory>(
     let plan = &input.plan;
     // The public name as detect saw it after the run started lives in the
     // probe run (reset below); the re-audit finds it in the first report.
+    // A re-audit also keeps the readiness the first report gave, not today's.
+    let mut reaudit = false;
     facts.observations = match trigger {
         Trigger::FirstBackup | Trigger::RpoMeasured => {
+            reaudit = true;
             let key = format!("{}{}/report.json", plan.report.prefix, input.incident_id);
             match S3Reports::new(&deps.aws, &plan.regions.standby.region)
                 .await
                 .get(&plan.report.bucket, &key)
                 .await
             {
-                Ok(Some(bytes)) => serde_json::from_slice::<Report>(&bytes)
-                    .map(|r| r.observations)
-                    .unwrap_or_default(),
-                _ => Vec::new(),
+                Ok(Some(bytes)) => match serde_json::from_slice::<Report>(&bytes) {
+                    Ok(r) => {
+                        facts.last_readiness_line = r.summary.last_readiness;
+                        r.observations
+                    }
+                    Err(e) => {
+                        warn!(error = %e, "the first report is unreadable: the re-audit has no observations of the public name");
+                        Vec::new()
+                    }
+                },
+                other => {
+                    warn!(found = ?other.as_ref().map(|o| o.is_some()), "the first report could not be read: the re-audit has no observations of the public name");
+                    Vec::new()
+                }
             }
         }
         Trigger::RunEnded | Trigger::Sweep => {
@@ -340,6 +353,7 @@ pub async fn audit_for<H: ExecutionHistory>(
         }
     };
     facts.readiness = match deps.store.readiness().await {
+        _ if reaudit => None,
         Ok(r) => r.map(|r| r.readiness),
         Err(e) => {
             warn!(error = %crate::error::chain(&e), "the last readiness could not be read; the report goes without it");

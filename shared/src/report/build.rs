@@ -186,18 +186,20 @@ fn summary(
         ended_at: facts.terminal.as_ref().map(|t| t.at),
         plan_version: input.plan.version.clone(),
         history_events: facts.event_count,
-        last_readiness: facts.readiness.as_ref().map(|r| {
-            let m = (input.t0 - r.at).num_minutes();
-            format!(
-                "{} ({}): {}",
-                r.at.format("%Y-%m-%d %H:%M:%S UTC"),
-                if m >= 0 {
-                    format!("{m} min before T0")
-                } else {
-                    format!("{} min after T0", -m)
-                },
-                r.age_line(r.at).trim_start_matches("0 min ago: ")
-            )
+        last_readiness: facts.last_readiness_line.clone().or_else(|| {
+            facts.readiness.as_ref().map(|r| {
+                let m = (input.t0 - r.at).num_minutes();
+                format!(
+                    "{} ({}): {}",
+                    r.at.format("%Y-%m-%d %H:%M:%S UTC"),
+                    if m >= 0 {
+                        format!("{m} min before T0")
+                    } else {
+                        format!("{} min after T0", -m)
+                    },
+                    r.age_line(r.at).trim_start_matches("0 min ago: ")
+                )
+            })
         }),
     }
 }

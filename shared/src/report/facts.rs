@@ -104,6 +104,8 @@ pub struct RunFacts {
     pub measured_rpo: Option<crate::failover::rpo::MeasuredRpo>,
     /// The last readiness result (read by audit from the table).
     pub readiness: Option<crate::readiness::Readiness>,
+    /// The readiness line of the first report (a re-audit keeps it).
+    pub last_readiness_line: Option<String>,
     /// Index into `states` of visits not yet exited.
     open: Vec<usize>,
 }

@@ -97,15 +97,15 @@ pub fn milestones(b: &Basis<'_>) -> (Vec<Milestone>, Vec<String>) {
             "terminal event",
         ),
     ];
-    // The canary's write right after promotion comes before the switch: it
-    // is expected there, not after verify's read.
+    // A first write from the canary or the switch is expected right after
+    // the switch, before verify's read.
     if s.first_write_with_source()
-        .is_some_and(|(_, src)| src == "$.first_write.first_success_at")
+        .is_some_and(|(_, src)| src != "$.verify.write.first_success_at")
         && let Some(from) = list.iter().position(|m| m.0 == K::FirstWrite)
-        && let Some(promoted) = list.iter().position(|m| m.0 == K::Promoted)
+        && let Some(switched) = list.iter().position(|m| m.0 == K::Switched)
     {
         let first_write = list.remove(from);
-        list.insert(promoted + 1, first_write);
+        list.insert(switched + 1, first_write);
     }
     let mut out = Vec::with_capacity(list.len());
     let mut problems = Vec::new();

@@ -45,18 +45,32 @@ impl Steps {
     pub fn first_read(&self) -> Option<DateTime<Utc>> {
         self.verify.as_ref().and_then(|v| v.read.first_success_at)
     }
-    /// First successful write: the canary right after promotion, or
-    /// verify's, whichever came first.
+    /// First successful write users could make: S took a write and the
+    /// writer endpoint named S.
     pub fn first_write(&self) -> Option<DateTime<Utc>> {
         self.first_write_with_source().map(|(t, _)| t)
     }
-    /// [`Steps::first_write`] and the field it comes from.
+    /// When S itself took a write: the canary right after promotion, before
+    /// the switch (users writing through the writer endpoint could not yet).
+    pub fn s_writable(&self) -> Option<DateTime<Utc>> {
+        self.first_write.as_ref().and_then(|c| c.first_success_at)
+    }
+    /// [`Steps::first_write`] and where it comes from: the later of S's
+    /// first write and the switch (which moved the writer endpoint), or
+    /// verify's write if that came first.
     pub fn first_write_with_source(&self) -> Option<(DateTime<Utc>, &'static str)> {
-        let early = self
-            .first_write
-            .as_ref()
-            .and_then(|c| c.first_success_at)
-            .map(|t| (t, "$.first_write.first_success_at"));
+        let early = match (
+            self.s_writable(),
+            self.switch.as_ref().map(|s| s.switched_at),
+        ) {
+            (Some(w), Some(sw)) if w >= sw => Some((w, "$.first_write.first_success_at")),
+            (Some(_), Some(sw)) => Some((
+                sw,
+                "$.switch.switched_at (S took the canary's write before it: users' writes waited for the writer endpoint)",
+            )),
+            // Never switched: S was writable, but not where users write.
+            _ => None,
+        };
         let verify = self
             .verify
             .as_ref()
@@ -351,8 +365,16 @@ pub fn numbers(b: &Basis<'_>) -> Numbers {
         } else {
             Status::Miss
         };
+        let after = if m.p_rows_after_cut > 0 {
+            format!(
+                " P also holds {} rows written after the promotion call (a fence that did not hold, or P rebuilt since): not counted here.",
+                m.p_rows_after_cut
+            )
+        } else {
+            String::new()
+        };
         rpo.how = format!(
-            "RPO measured: {}, estimate was {estimate}. Measured at {} on both databases ({}): S's newest row before the promotion call {} was written at {}, P's newest at {}. Estimate: {}",
+            "RPO measured: {}, estimate was {estimate}. Measured at {} on both databases ({}): S's newest row before the promotion call {} was written at {}, P's newest at {}.{after} Estimate: {}",
             m.describe(),
             hms(m.measured_at),
             m.read_from,
@@ -447,6 +469,13 @@ pub fn durations(b: &Basis<'_>) -> Vec<Span> {
             promote_call,
         ),
         span("promotion", "Promotion", promote_call, promoted),
+        span(
+            "promotion_to_writable",
+            "Promotion → S writable (the canary right after promotion)",
+            promoted,
+            s.s_writable()
+                .map(|t| (t, "$.first_write.first_success_at")),
+        ),
         span(
             "promotion_to_first_write",
             "Promotion → first write",

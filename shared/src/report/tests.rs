@@ -554,6 +554,7 @@ fn a_measured_rpo_is_the_value_and_the_estimate_stays_next_to_it() {
         s_newest_at: Some(cut - ms(20_000)),
         p_newest_at: Some(cut - ms(20_000) + ms((span_s * 1000.0) as i64)),
         lost_rows,
+        p_rows_after_cut: 0,
         first_lost_at: Some(cut - ms(19_900)),
         span_s,
         measured_at: at("15:10:00"),
@@ -627,4 +628,58 @@ fn the_report_carries_the_last_readiness_against_t0() {
     );
     assert!(markdown(&r).contains(&line));
     assert!(html(&r).contains("Last readiness"));
+}
+
+/// The write canary right after promotion (`$.first_write`) shows when S
+/// took a write; the write RTO ends at the first write users could make:
+/// not before the switch moved the writer endpoint.
+#[test]
+fn the_canary_after_promotion_gives_s_writable_and_the_write_rto_waits_for_the_switch() {
+    let arn = "arn:aws:states:ap-northeast-1:123456789012:execution:handover:x";
+    let events = parse_history_json(GOLDEN).unwrap();
+    let mut facts = RunFacts::from_events(&events);
+    let plain = build(arn, &facts, &checks(None), at("14:40:00")).unwrap();
+    let switched = milestone(&plain, MilestoneKey::Switched).expect("the golden run switched");
+    let promoted = milestone(&plain, MilestoneKey::Promoted).expect("promoted");
+    let verify_write = plain.numbers.write_rto.to_at.expect("verify's write");
+    assert!(promoted < switched && switched < verify_write);
+    let canary = |at: DateTime<Utc>| {
+        serde_json::json!({"ok": true, "attempts": 1, "first_success_at": at,
+            "last_error": null, "detail": "INSERT INTO handover_canary id 7 and read it back"})
+    };
+    // S took the canary's write before the switch: users still waited for it.
+    let early = promoted + (switched - promoted) / 2;
+    facts.steps.insert("first_write".into(), canary(early));
+    let r = build(arn, &facts, &checks(None), at("14:40:00")).unwrap();
+    assert_eq!(r.numbers.write_rto.to_at, Some(switched));
+    assert!(
+        r.numbers.write_rto.how.contains("$.switch.switched_at"),
+        "{}",
+        r.numbers.write_rto.how
+    );
+    assert_eq!(
+        span(&r, "promotion_to_writable"),
+        Some((early - promoted).num_milliseconds() as f64 / 1000.0)
+    );
+    assert!(r.order_problems.is_empty(), "{:?}", r.order_problems);
+    // Between the switch and verify's write: the canary's is the first.
+    let between = switched + (verify_write - switched) / 2;
+    facts.steps.insert("first_write".into(), canary(between));
+    let r = build(arn, &facts, &checks(None), at("14:40:00")).unwrap();
+    assert_eq!(r.numbers.write_rto.to_at, Some(between));
+    assert!(
+        r.numbers
+            .write_rto
+            .how
+            .contains("$.first_write.first_success_at")
+    );
+    // A canary miss changes nothing: verify's write stands.
+    facts.steps.insert(
+        "first_write".into(),
+        serde_json::json!({"ok": false, "attempts": 3, "first_success_at": null,
+            "last_error": "the database is still in recovery (a replica): not writable", "detail": ""}),
+    );
+    let r = build(arn, &facts, &checks(None), at("14:40:00")).unwrap();
+    assert_eq!(r.numbers.write_rto.to_at, Some(verify_write));
+    assert_eq!(span(&r, "promotion_to_writable"), None);
 }

@@ -10,6 +10,10 @@ use chrono::{DateTime, Utc};
 
 const PK: &str = "READINESS";
 
+/// A change claimed but never marked posted is announced again after this
+/// (the next scheduled evaluation, 30 minutes later, does).
+pub const REANNOUNCE_AFTER: chrono::Duration = chrono::Duration::minutes(5);
+
 /// The stored result.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredReadiness {
@@ -60,8 +64,14 @@ impl Store {
         }))
     }
 
-    /// Keep `r` as the last result; say whether its verdicts changed. The
-    /// change is one conditional write on the signature.
+    /// Keep `r` as the last result; say whether its verdicts changed.
+    ///
+    /// One conditional write claims the announcement of a change: the
+    /// verdicts differ from the stored ones, or the stored change was never
+    /// marked posted ([`Store::mark_readiness_posted`]) and its claim is
+    /// older than [`REANNOUNCE_AFTER`] (the evaluation that claimed it died
+    /// or could post nowhere). Of evaluations racing with the same new
+    /// verdicts, only one gets `Changed`.
     pub async fn record_readiness(
         &self,
         r: &Readiness,
@@ -71,22 +81,31 @@ impl Store {
         let sig = signature(r);
         let json = serde_json::to_string(r).unwrap_or_default();
         let mut item = Self::key(PK);
-        item.insert("result".into(), s(json));
+        item.insert("result".into(), s(&json));
         item.insert("signature".into(), s(&sig));
         item.insert("summary".into(), s(r.summary()));
         item.insert("updated_ms".into(), ms(now));
+        item.insert("posted".into(), AttributeValue::Bool(false));
+        item.insert("claimed_ms".into(), ms(now));
         let res = self
             .client()
             .put_item()
             .table_name(self.table())
-            .set_item(Some(item.clone()))
-            .condition_expression("attribute_not_exists(pk) OR signature <> :sig")
-            .expression_attribute_values(":sig", AttributeValue::S(sig))
+            .set_item(Some(item))
+            .condition_expression(
+                "attribute_not_exists(pk) OR signature <> :sig \
+                 OR (posted = :f AND claimed_ms < :stale)",
+            )
+            .expression_attribute_values(":sig", AttributeValue::S(sig.clone()))
+            .expression_attribute_values(":f", AttributeValue::Bool(false))
+            .expression_attribute_values(":stale", ms(now - REANNOUNCE_AFTER))
             .send()
             .await;
         match res {
             Ok(_) => Ok(ReadinessChange::Changed {
-                previous: previous.map(|p| p.readiness.summary()),
+                previous: previous
+                    .filter(|p| p.signature != sig)
+                    .map(|p| p.readiness.summary()),
             }),
             Err(e)
                 if matches!(
@@ -94,17 +113,53 @@ impl Store {
                     Some(PutItemError::ConditionalCheckFailedException(_))
                 ) =>
             {
-                // Same verdicts: refresh the stored values and time only.
-                self.client()
-                    .put_item()
+                // Same verdicts: refresh the stored values and time only,
+                // and only if nobody stored other verdicts meanwhile.
+                let refreshed = self
+                    .client()
+                    .update_item()
                     .table_name(self.table())
-                    .set_item(Some(item))
+                    .set_key(Some(Self::key(PK)))
+                    .update_expression("SET #r = :r, summary = :sum, updated_ms = :now")
+                    .condition_expression("signature = :sig")
+                    .expression_attribute_names("#r", "result")
+                    .expression_attribute_values(":r", s(json))
+                    .expression_attribute_values(":sum", s(r.summary()))
+                    .expression_attribute_values(":now", ms(now))
+                    .expression_attribute_values(":sig", AttributeValue::S(sig))
                     .send()
-                    .await
-                    .map_err(|e| call_error("PutItem", PK, e))?;
-                Ok(ReadinessChange::Unchanged)
+                    .await;
+                match refreshed {
+                    Ok(_) => Ok(ReadinessChange::Unchanged),
+                    Err(e) if super::primary::conditional_old(&e).is_some() => {
+                        Ok(ReadinessChange::Unchanged)
+                    }
+                    Err(e) => Err(call_error("UpdateItem", PK, e)),
+                }
             }
             Err(e) => Err(call_error("PutItem", PK, e)),
+        }
+    }
+
+    /// The change with these verdicts reached somebody: it is not announced
+    /// again (unless the verdicts change).
+    pub async fn mark_readiness_posted(&self, r: &Readiness) -> Result<(), StoreError> {
+        let res = self
+            .client()
+            .update_item()
+            .table_name(self.table())
+            .set_key(Some(Self::key(PK)))
+            .update_expression("SET posted = :t")
+            .condition_expression("signature = :sig")
+            .expression_attribute_values(":t", AttributeValue::Bool(true))
+            .expression_attribute_values(":sig", AttributeValue::S(signature(r)))
+            .send()
+            .await;
+        match res {
+            Ok(_) => Ok(()),
+            // Newer verdicts were stored meanwhile: theirs to announce.
+            Err(e) if super::primary::conditional_old(&e).is_some() => Ok(()),
+            Err(e) => Err(call_error("UpdateItem", PK, e)),
         }
     }
 }
