@@ -1,10 +1,7 @@
 //! `handover readiness`: would a failover work now? Read calls only.
 
 use crate::Context;
-use handover::adapters::{CloudWatch, Rds, Route53};
-use handover::failover::canary::SecretsManager;
-use handover::readiness::{Sources, Verdict, evaluate, observe};
-use handover::report::sources::{SecretsManagerUsernames, SsmParameters};
+use handover::readiness::{Verdict, evaluate_now};
 use std::collections::BTreeMap;
 
 /// The command's own flags.
@@ -19,29 +16,7 @@ pub async fn readiness(
     flags: &BTreeMap<&'static str, String>,
 ) -> Result<String, (u8, String)> {
     let json = flags.contains_key("--json");
-    let plan = &ctx.plan;
-    let (p, s) = (&plan.regions.primary, &plan.regions.standby);
-    let p_rds = Rds::new(&ctx.aws, &p.region).await;
-    let s_rds = Rds::new(&ctx.aws, &s.region).await;
-    let lag = CloudWatch::new(&ctx.aws, &s.region).await;
-    let dns = Route53::new(&ctx.aws).await;
-    let records = handover::failover::switch::Route53Control::new(&ctx.aws).await;
-    let parameters = SsmParameters::new(&ctx.aws, &s.region).await;
-    let secrets = SecretsManager::new(&ctx.aws, &s.region).await;
-    let usernames = SecretsManagerUsernames::new(&ctx.aws, &s.region);
-    let sources = Sources {
-        p_rds: &p_rds,
-        s_rds: &s_rds,
-        lag: &lag,
-        dns: &dns,
-        records: &records,
-        parameters: &parameters,
-        secrets: &secrets,
-        usernames: &usernames,
-        store: &ctx.store,
-    };
-    let snapshot = observe(plan, &sources, chrono::Utc::now()).await;
-    let r = evaluate(plan, &snapshot);
+    let r = evaluate_now(&ctx.aws, &ctx.plan, &ctx.store, chrono::Utc::now()).await;
     let text = if json {
         serde_json::to_string_pretty(&r).unwrap_or_default()
     } else {

@@ -889,35 +889,8 @@ impl Drill {
             outcome.to_string().chars().take(300).collect::<String>()
         ));
         // Fetch the report files into out/.
-        let s3 = self.aws.s3(REGION).await;
-        let listing = s3
-            .list_objects_v2()
-            .bucket(&self.plan.report.bucket)
-            .prefix(&self.plan.report.prefix)
-            .send()
-            .await?;
-        let mut lines = Vec::new();
-        let mut report_json = None;
-        for obj in listing.contents() {
-            let key = obj.key().unwrap_or_default();
-            let name = key.rsplit('/').next().unwrap_or(key);
-            let body = s3
-                .get_object()
-                .bucket(&self.plan.report.bucket)
-                .key(key)
-                .send()
-                .await?
-                .body
-                .collect()
-                .await?
-                .into_bytes();
-            let path = self.out.join(name);
-            std::fs::write(&path, &body)?;
-            if name == "report.json" {
-                report_json = Some(serde_json::from_slice::<Value>(&body)?);
-            }
-            lines.push(format!("  {}", path.display()));
-        }
+        let (paths, report_json) = self.fetch_reports().await?;
+        let lines: Vec<String> = paths.iter().map(|p| format!("  {}", p.display())).collect();
         let report = report_json.ok_or_else(|| {
             anyhow!(
                 "audit stored no report.json in s3://{}/{}",
@@ -983,6 +956,39 @@ impl Drill {
         })
     }
 
+    /// Copy the report files from S3 into out/: their paths, and report.json.
+    async fn fetch_reports(&self) -> Result<(Vec<PathBuf>, Option<Value>)> {
+        let s3 = self.aws.s3(REGION).await;
+        let listing = s3
+            .list_objects_v2()
+            .bucket(&self.plan.report.bucket)
+            .prefix(&self.plan.report.prefix)
+            .send()
+            .await?;
+        let (mut paths, mut report) = (Vec::new(), None);
+        for obj in listing.contents() {
+            let key = obj.key().unwrap_or_default();
+            let name = key.rsplit('/').next().unwrap_or(key);
+            let body = s3
+                .get_object()
+                .bucket(&self.plan.report.bucket)
+                .key(key)
+                .send()
+                .await?
+                .body
+                .collect()
+                .await?
+                .into_bytes();
+            let path = self.out.join(name);
+            std::fs::write(&path, &body)?;
+            if name == "report.json" {
+                report = Some(serde_json::from_slice::<Value>(&body)?);
+            }
+            paths.push(path);
+        }
+        Ok((paths, report))
+    }
+
     /// An operator measures what S never got with `handover rpo`, through
     /// a tunnel to the fenced P (P's server port here; TLS verifies P's RDS
     /// endpoint), and the rewritten report gives it next to the estimate.
@@ -1018,32 +1024,7 @@ impl Drill {
             String::from_utf8_lossy(&out.stderr)
         );
         // The rewritten report files replace the ones fetched at the end.
-        let s3 = self.aws.s3(REGION).await;
-        let listing = s3
-            .list_objects_v2()
-            .bucket(&self.plan.report.bucket)
-            .prefix(&self.plan.report.prefix)
-            .send()
-            .await?;
-        let mut report = None;
-        for obj in listing.contents() {
-            let key = obj.key().unwrap_or_default();
-            let name = key.rsplit('/').next().unwrap_or(key);
-            let body = s3
-                .get_object()
-                .bucket(&self.plan.report.bucket)
-                .key(key)
-                .send()
-                .await?
-                .body
-                .collect()
-                .await?
-                .into_bytes();
-            std::fs::write(self.out.join(name), &body)?;
-            if name == "report.json" {
-                report = Some(serde_json::from_slice::<Value>(&body)?);
-            }
-        }
+        let (_, report) = self.fetch_reports().await?;
         let report = report.ok_or_else(|| anyhow!("no report.json after `handover rpo`"))?;
         let m = &report["rpo_measured"];
         let (rows, span) = (m["lost_rows"].as_i64(), m["span_s"].as_f64());

@@ -214,16 +214,7 @@ impl PDatabase {
     /// A session straight to P's server, not through the gate: an operator
     /// reading P's disk on purpose (a tunnel to the fenced instance).
     pub async fn disk_client(&self) -> Result<tokio_postgres::Client> {
-        let (client, conn) = tokio_postgres::connect(
-            &format!(
-                "host=127.0.0.1 port={} user=handover password={} dbname=handover",
-                self.server_port, self.password
-            ),
-            tokio_postgres::NoTls,
-        )
-        .await?;
-        tokio::spawn(conn);
-        Ok(client)
+        session(self.server_port, &self.password).await
     }
 
     /// Partition P (`true`) or heal it: the replication link stops carrying
@@ -303,21 +294,11 @@ impl PDatabase {
     async fn query_i64(&self, sql: &str, at: Option<DateTime<Utc>>) -> Result<i64> {
         // Straight to the server, not through the gate: this is the auditor
         // reading P's disk, not a client.
-        let (client, conn) = tokio_postgres::connect(
-            &format!(
-                "host=127.0.0.1 port={} user=handover password={} dbname=handover",
-                self.server_port, self.password
-            ),
-            tokio_postgres::NoTls,
-        )
-        .await?;
-        let task = tokio::spawn(conn);
+        let client = self.disk_client().await?;
         let row = match at {
             Some(t) => client.query_one(sql, &[&t]).await?,
             None => client.query_one(sql, &[]).await?,
         };
-        drop(client);
-        let _ = task.await;
         Ok(row.get(0))
     }
 
@@ -329,23 +310,14 @@ impl PDatabase {
 
     /// Orders P committed after `from` and before `to`.
     pub async fn writes_between(&self, from: DateTime<Utc>, to: DateTime<Utc>) -> Result<i64> {
-        let (client, conn) = tokio_postgres::connect(
-            &format!(
-                "host=127.0.0.1 port={} user=handover password={} dbname=handover",
-                self.server_port, self.password
-            ),
-            tokio_postgres::NoTls,
-        )
-        .await?;
-        let task = tokio::spawn(conn);
-        let row = client
+        let row = self
+            .disk_client()
+            .await?
             .query_one(
                 "SELECT count(*) FROM orders WHERE at > $1 AND at < $2",
                 &[&from, &to],
             )
             .await?;
-        drop(client);
-        let _ = task.await;
         Ok(row.get(0))
     }
 
@@ -394,16 +366,7 @@ impl SDatabase {
 
     /// A session to S's database.
     pub async fn client(&self) -> Result<tokio_postgres::Client> {
-        let (client, conn) = tokio_postgres::connect(
-            &format!(
-                "host=127.0.0.1 port={} user=handover password={} dbname=handover connect_timeout=2",
-                self.port, self.password
-            ),
-            tokio_postgres::NoTls,
-        )
-        .await?;
-        tokio::spawn(conn);
-        Ok(client)
+        session(self.port, &self.password).await
     }
 
     /// ReplicaLag as RDS derives it for PostgreSQL: how far behind P's last
@@ -515,16 +478,9 @@ pub async fn loss(p: &PDatabase, s: &SDatabase) -> Result<Loss> {
         .newest_order()
         .await?
         .ok_or_else(|| anyhow::anyhow!("S has no order at all"))?;
-    let (client, conn) = tokio_postgres::connect(
-        &format!(
-            "host=127.0.0.1 port={} user=handover password={} dbname=handover",
-            p.server_port, p.password
-        ),
-        tokio_postgres::NoTls,
-    )
-    .await?;
-    tokio::spawn(conn);
-    let row = client
+    let row = p
+        .disk_client()
+        .await?
         .query_one(
             "SELECT count(*), max(at) FROM orders WHERE id > $1",
             &[&s_id],
@@ -544,4 +500,18 @@ impl Drop for PDatabase {
             t.abort();
         }
     }
+}
+
+/// A session as the `handover` user to the server on `port` (its
+/// connection runs until the client is dropped).
+async fn session(port: u16, password: &str) -> Result<tokio_postgres::Client> {
+    let (client, conn) = tokio_postgres::connect(
+        &format!(
+            "host=127.0.0.1 port={port} user=handover password={password} dbname=handover connect_timeout=2"
+        ),
+        tokio_postgres::NoTls,
+    )
+    .await?;
+    tokio::spawn(conn);
+    Ok(client)
 }

@@ -1,15 +1,13 @@
 //! Parse the scheduled event, evaluate, keep the result, post a change once.
 
-use handover::adapters::{CloudWatch, OperatorNotice, Rds, Route53, Sns};
+use handover::adapters::{OperatorNotice, Sns};
 use handover::aws::Aws;
 use handover::config::{PlanSource, required};
 use handover::error::{ErrorName, FunctionError};
-use handover::failover::canary::SecretsManager as CanarySecrets;
 use handover::plan::Plan;
-use handover::readiness::{Readiness, Sources, Verdict, evaluate, observe};
-use handover::report::sources::{SecretsManagerUsernames, SsmParameters};
+use handover::readiness::{Readiness, Verdict, evaluate_now};
 use handover::slack::api::SlackApi;
-use handover::slack::secrets::{SecretsManager, SlackSecret, read_slack};
+use handover::slack::secrets::SecretsManager;
 use handover::store::Store;
 use handover::store::readiness::ReadinessChange;
 use serde::Serialize;
@@ -64,29 +62,8 @@ pub struct Outcome {
 pub async fn handler(event: serde_json::Value, deps: &Deps) -> Result<Outcome, FunctionError> {
     handover::scheduler::SchedulerEvent::parse(event, "readiness")?;
     let plan = &deps.plan;
-    let aws = &deps.aws;
-    let (p, s) = (&plan.regions.primary, &plan.regions.standby);
-    let p_rds = Rds::new(aws, &p.region).await;
-    let s_rds = Rds::new(aws, &s.region).await;
-    let lag = CloudWatch::new(aws, &s.region).await;
-    let dns = Route53::new(aws).await;
-    let records = handover::failover::switch::Route53Control::new(aws).await;
-    let parameters = SsmParameters::new(aws, &s.region).await;
-    let secrets = CanarySecrets::new(aws, &s.region).await;
-    let usernames = SecretsManagerUsernames::new(aws, &s.region);
-    let sources = Sources {
-        p_rds: &p_rds,
-        s_rds: &s_rds,
-        lag: &lag,
-        dns: &dns,
-        records: &records,
-        parameters: &parameters,
-        secrets: &secrets,
-        usernames: &usernames,
-        store: &deps.store,
-    };
     let now = chrono::Utc::now();
-    let r = evaluate(plan, &observe(plan, &sources, now).await);
+    let r = evaluate_now(&deps.aws, plan, &deps.store, now).await;
     let change = deps.store.record_readiness(&r, now).await?;
     info!(summary = %r.summary(), changed = matches!(change, ReadinessChange::Changed { .. }), "readiness evaluated");
     let ReadinessChange::Changed { previous } = change else {
@@ -171,24 +148,18 @@ pub fn announcement(plan: &Plan, r: &Readiness, previous: Option<&str>) -> Strin
 }
 
 async fn post(deps: &Deps, text: &str) -> (String, bool) {
-    let result = async {
-        let token = read_slack(
-            &deps.slack_secrets,
-            &deps.plan.slack.bot_token_secret_arn,
-            SlackSecret::BotToken,
-        )
-        .await
-        .map_err(|e| handover::error::chain(&e))?;
-        let blocks =
-            vec![serde_json::json!({"type": "section", "text": {"type": "mrkdwn", "text": text}})];
-        deps.slack
-            .post_message(&token, &deps.plan.slack.channel, text, &blocks)
-            .await
-            .map_err(|e| handover::error::chain(&e))
-    }
+    let blocks =
+        vec![serde_json::json!({"type": "section", "text": {"type": "mrkdwn", "text": text}})];
+    let result = handover::slack::post_to_channel(
+        &deps.slack,
+        &deps.slack_secrets,
+        &deps.plan,
+        text,
+        &blocks,
+    )
     .await;
     match result {
-        Ok(posted) => (format!("posted {}", posted.ts), true),
+        Ok(posted) => (posted, true),
         Err(e) => {
             warn!(error = %e, "readiness change not posted to Slack");
             (format!("not posted: {e}"), false)

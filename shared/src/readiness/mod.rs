@@ -22,7 +22,7 @@ use crate::failover::canary::{Secrets, probe_read_only};
 use crate::failover::verify::DnsAnswers;
 use crate::plan::{Canary, Dependency, Plan};
 use crate::report::dependencies::p_markers;
-use crate::report::sources::{ParameterReader, SecretUsernames, standby_db_secrets};
+use crate::report::sources::{ParameterReader, SecretUsernames};
 use crate::store::lock::LockState;
 use crate::store::primary::PrimaryRecord;
 use chrono::{DateTime, Utc};
@@ -755,6 +755,37 @@ pub struct Sources<'a, P, S, L, C, A, R, K, U> {
     pub store: &'a crate::store::Store,
 }
 
+/// Read the world with the real adapters (the readiness function and
+/// `handover readiness`) and evaluate it.
+pub async fn evaluate_now(
+    aws: &crate::aws::Aws,
+    plan: &Plan,
+    store: &crate::store::Store,
+    now: DateTime<Utc>,
+) -> Readiness {
+    let (p, s) = (&plan.regions.primary, &plan.regions.standby);
+    let p_rds = crate::adapters::Rds::new(aws, &p.region).await;
+    let s_rds = crate::adapters::Rds::new(aws, &s.region).await;
+    let lag = crate::adapters::CloudWatch::new(aws, &s.region).await;
+    let dns = crate::adapters::Route53::new(aws).await;
+    let records = crate::failover::switch::Route53Control::new(aws).await;
+    let parameters = crate::report::sources::SsmParameters::new(aws, &s.region).await;
+    let secrets = crate::failover::canary::SecretsManager::new(aws, &s.region).await;
+    let usernames = crate::report::sources::SecretsManagerUsernames::new(aws, &s.region);
+    let sources = Sources {
+        p_rds: &p_rds,
+        s_rds: &s_rds,
+        lag: &lag,
+        dns: &dns,
+        records: &records,
+        parameters: &parameters,
+        secrets: &secrets,
+        usernames: &usernames,
+        store,
+    };
+    evaluate(plan, &observe(plan, &sources, now).await)
+}
+
 /// Read the world (read calls only).
 pub async fn observe<P, S, L, C, A, R, K, U>(
     plan: &Plan,
@@ -799,20 +830,9 @@ where
         }
         Canary::Http { .. } => None,
     };
-    let mut parameters = Vec::new();
-    for dep in &plan.dependencies {
-        if let Dependency::SsmParameter { name } = dep {
-            parameters.push((
-                name.clone(),
-                src.parameters.parameter(name).await.map_err(text),
-            ));
-        }
-    }
-    let mut secret_usernames = Vec::new();
-    for arn in standby_db_secrets(plan) {
-        let user = src.usernames.username(&arn).await.map_err(text);
-        secret_usernames.push((arn, user));
-    }
+    let parameters = crate::report::sources::dependency_parameters(plan, src.parameters).await;
+    let secret_usernames =
+        crate::report::sources::standby_secret_usernames(plan, src.usernames).await;
     let (primary, lock) = tokio::join!(src.store.primary(), src.store.lock_state());
     Snapshot {
         at: now,

@@ -185,21 +185,9 @@ async fn post(
     blocks: &[serde_json::Value],
 ) -> Option<String> {
     let (api, secrets) = deps.slack.as_ref()?;
-    let result = async {
-        let token = crate::slack::secrets::read_slack(
-            secrets,
-            &plan.slack.bot_token_secret_arn,
-            crate::slack::secrets::SlackSecret::BotToken,
-        )
-        .await
-        .map_err(|e| crate::error::chain(&e))?;
-        api.post_message(&token, &plan.slack.channel, text, blocks)
-            .await
-            .map_err(|e| crate::error::chain(&e))
-    }
-    .await;
+    let result = crate::slack::post_to_channel(api, secrets, plan, text, blocks).await;
     Some(match result {
-        Ok(posted) => format!("posted {}", posted.ts),
+        Ok(posted) => posted,
         Err(e) => {
             warn!(error = %e, "Slack message not posted");
             format!("not posted: {e}")

@@ -16,3 +16,26 @@ pub mod stand_in;
 
 #[cfg(test)]
 pub(crate) mod fixtures;
+
+/// Post `text` and `blocks` to the plan's channel with the bot token read
+/// from Secrets Manager: `posted <ts>`, or why not (never fatal to callers
+/// that only notify).
+pub async fn post_to_channel<R: secrets::SecretReader + Sync>(
+    api: &api::SlackApi,
+    reader: &R,
+    plan: &crate::plan::Plan,
+    text: &str,
+    blocks: &[serde_json::Value],
+) -> Result<String, String> {
+    let token = secrets::read_slack(
+        reader,
+        &plan.slack.bot_token_secret_arn,
+        secrets::SlackSecret::BotToken,
+    )
+    .await
+    .map_err(|e| crate::error::chain(&e))?;
+    api.post_message(&token, &plan.slack.channel, text, blocks)
+        .await
+        .map(|posted| format!("posted {}", posted.ts))
+        .map_err(|e| crate::error::chain(&e))
+}

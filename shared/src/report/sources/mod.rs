@@ -54,6 +54,40 @@ pub fn standby_db_secrets(plan: &Plan) -> Vec<String> {
     out
 }
 
+/// The plan's declared SSM parameters in S, each with its value (errors as text).
+pub async fn dependency_parameters<P: ParameterReader>(
+    plan: &Plan,
+    reader: &P,
+) -> Vec<(String, Result<Option<String>, String>)> {
+    let mut out = Vec::new();
+    for dep in &plan.dependencies {
+        if let Dependency::SsmParameter { name } = dep {
+            let value = reader
+                .parameter(name)
+                .await
+                .map_err(|e| crate::error::chain(&e));
+            out.push((name.clone(), value));
+        }
+    }
+    out
+}
+
+/// Each DB secret for S with the username it names (errors as text).
+pub async fn standby_secret_usernames<S: SecretUsernames>(
+    plan: &Plan,
+    reader: &S,
+) -> Vec<(String, Result<Option<String>, String>)> {
+    let mut out = Vec::new();
+    for arn in standby_db_secrets(plan) {
+        let user = reader
+            .username(&arn)
+            .await
+            .map_err(|e| crate::error::chain(&e));
+        out.push((arn, user));
+    }
+    out
+}
+
 /// Observe everything the post-checks need. Errors are kept as text.
 pub async fn observe<D, B, P, S>(
     plan: &Plan,
@@ -77,20 +111,8 @@ where
         src.s_rds
             .backups_since(&plan.regions.standby.db_instance_id, since),
     );
-    let mut parameters = Vec::new();
-    for dep in &plan.dependencies {
-        if let Dependency::SsmParameter { name } = dep {
-            parameters.push((
-                name.clone(),
-                src.parameters.parameter(name).await.map_err(text),
-            ));
-        }
-    }
-    let mut secret_usernames = Vec::new();
-    for arn in standby_db_secrets(plan) {
-        let user = src.secrets.username(&arn).await.map_err(text);
-        secret_usernames.push((arn, user));
-    }
+    let parameters = dependency_parameters(plan, src.parameters).await;
+    let secret_usernames = standby_secret_usernames(plan, src.secrets).await;
     Observed {
         p_db: p_db.map_err(text),
         s_db: s_db.map_err(text),
