@@ -43,15 +43,6 @@ fn failed(m: impl std::fmt::Display) -> Failure {
     (4, format!("failed (nothing was written; retry): {m}"))
 }
 
-/// `arn:aws:secretsmanager:<region>:…` → the Region.
-fn region_of(arn: &str) -> Option<&str> {
-    let mut parts = arn.split(':');
-    match (parts.next(), parts.next(), parts.next(), parts.next()) {
-        (Some("arn"), Some(_), Some("secretsmanager"), Some(r)) if !r.is_empty() => Some(r),
-        _ => None,
-    }
-}
-
 /// How the canary reaches a database, taken from the plan.
 struct DbAccess<'a> {
     port: u16,
@@ -62,7 +53,8 @@ struct DbAccess<'a> {
 }
 
 async fn secret(ctx: &Context, arn: &str) -> Result<String, Failure> {
-    let region = region_of(arn).unwrap_or(&ctx.plan.regions.standby.region);
+    let region =
+        handover::slack::secrets::region_of(arn).unwrap_or(&ctx.plan.regions.standby.region);
     SecretsManager::new(&ctx.aws, region)
         .await
         .secret_string(arn)
@@ -269,18 +261,4 @@ pub async fn rpo(ctx: Context, flags: &BTreeMap<&'static str, String>) -> Result
         measured.describe(),
         measured.read_from
     ))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::region_of;
-
-    #[test]
-    fn a_secrets_region_comes_from_its_arn() {
-        assert_eq!(
-            region_of("arn:aws:secretsmanager:ap-northeast-1:123456789012:secret:db-AbCdEf"),
-            Some("ap-northeast-1")
-        );
-        assert_eq!(region_of("db-secret"), None);
-    }
 }

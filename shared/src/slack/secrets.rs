@@ -202,7 +202,7 @@ impl SecretReader for SecretsManager {
 }
 
 /// `arn:aws:secretsmanager:<region>:<account>:secret:<name>` → the Region.
-fn region_of(arn: &str) -> Option<&str> {
+pub fn region_of(arn: &str) -> Option<&str> {
     let mut parts = arn.split(':');
     match (parts.next(), parts.next(), parts.next(), parts.next()) {
         (Some("arn"), Some(_), Some("secretsmanager"), Some(region)) if !region.is_empty() => {
