@@ -79,6 +79,40 @@ def granted(template) -> dict:
     return out
 
 
+def managed_policies(template) -> dict:
+    """managed policy logical id -> set of actions."""
+    out = {}
+    for name, res in template["Resources"].items():
+        if res["Type"] == "AWS::IAM::ManagedPolicy":
+            acc = set()
+
+            def walk(node):
+                if isinstance(node, dict):
+                    if "Action" in node and "Effect" in node:
+                        acts = node["Action"]
+                        for a in acts if isinstance(acts, list) else [acts]:
+                            if isinstance(a, str):
+                                acc.add(a)
+                    for v in node.values():
+                        walk(v)
+                elif isinstance(node, list):
+                    for v in node:
+                        walk(v)
+
+            walk(res["Properties"]["PolicyDocument"])
+            out[name] = acc
+    return out
+
+
+# Actions AWS authorises without any permission: declared with
+# `@nopermission`, never granted (sts:GetCallerIdentity, per the STS API reference).
+NO_PERMISSION = {"sts:GetCallerIdentity"}
+
+# Callers that are not functions: the CLI (app/handover-cli in the user
+# agent), its declarations and the managed policy an operator attaches.
+OPERATOR = ("handover-cli", os.path.join("cli", "iam.txt"), os.path.join("cli", "src"), "OperatorPolicy")
+
+
 def function_roles(template) -> dict:
     """binary name -> role logical id."""
     out = {}
@@ -90,10 +124,10 @@ def function_roles(template) -> dict:
     return out
 
 
-def sources_of(binary: str) -> str:
+def sources_of(binary: str, fdir: str = "") -> str:
     """The function's own code plus the shared modules it names (one level of `use handover::x`)."""
     texts = []
-    fdir = os.path.join(ROOT, "functions", binary, "src")
+    fdir = fdir or os.path.join(ROOT, "functions", binary, "src")
     for dp, _, files in os.walk(fdir):
         for f in files:
             if f.endswith(".rs"):
@@ -140,11 +174,19 @@ def main() -> int:
         for call in json.load(open(observed_file)):
             if call.get("caller") and call.get("service"):
                 observed.setdefault(call["caller"], set()).add(f'{call["service"]}:{call["action"]}')
-    for binary in sorted(os.listdir(os.path.join(ROOT, "functions"))):
-        decl_path = os.path.join(ROOT, "functions", binary, "iam.txt")
-        check(os.path.exists(decl_path), f"{binary}: functions/{binary}/iam.txt missing")
-        check(binary in fn_roles, f"{binary}: no function in infra/template.yaml builds this binary")
-        if not os.path.exists(decl_path) or binary not in fn_roles:
+    callers = [
+        (b, os.path.join("functions", b, "iam.txt"), os.path.join(ROOT, "functions", b, "src"), fn_roles.get(b))
+        for b in sorted(os.listdir(os.path.join(ROOT, "functions")))
+    ]
+    name, decl, src, policy = OPERATOR
+    callers.append((name, decl, os.path.join(ROOT, src), policy))
+    grants_of = dict(roles)
+    grants_of.update(managed_policies(template))
+    for binary, decl_rel, src, grantee in callers:
+        decl_path = os.path.join(ROOT, decl_rel)
+        check(os.path.exists(decl_path), f"{binary}: {decl_rel} missing")
+        check(grantee in grants_of, f"{binary}: no role or policy in infra/template.yaml grants its calls")
+        if not os.path.exists(decl_path) or grantee not in grants_of:
             continue
         # `action @platform`: granted for Lambda itself (on-failure destination,
         # VPC network interfaces), never called by the code.
@@ -152,14 +194,17 @@ def main() -> int:
         platform = {e[0] for e in entries if "@platform" in e[1:]}
         for a in sorted(platform - PLATFORM):
             check(False, f"{binary}: {a} is marked @platform but is not an action Lambda itself uses with a role")
+        free = {e[0] for e in entries if "@nopermission" in e[1:]}
+        for a in sorted(free - NO_PERMISSION):
+            check(False, f"{binary}: {a} is marked @nopermission but AWS authorises it")
         declared = {e[0] for e in entries}
-        grants = {a for a in roles[fn_roles[binary]] if not a.startswith("logs:")}
+        grants = {a for a in grants_of[grantee] if not a.startswith("logs:")}
         for a in sorted(grants - declared):
             check(False, f"{binary}: {a} is granted in the template but not declared as used")
-        for a in sorted(declared - grants):
+        for a in sorted(declared - free - grants):
             check(False, f"{binary}: {a} is used but not granted in the template")
-        check(grants == declared, f"{binary}: template grants == declared")
-        code = sources_of(binary)
+        check(grants == declared - free, f"{binary}: template grants == declared")
+        code = sources_of(binary, src)
         for a in sorted(declared - platform):
             calls = CALLS.get(a, [f".{snake(a.split(':', 1)[1])}("])
             check(any(c in code for c in calls),

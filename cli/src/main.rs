@@ -26,11 +26,31 @@
 //!   would a failover work now? Every check of `handover::readiness` with
 //!   its verdict, what was observed and expected, and the fix. Read calls only.
 //!
+//! - `handover approve` / `handover reject [--key K | --execution ARN | --incident ID]
+//!   [--yes] [--accept-data-loss] [--table T] [--region R]`: decide a waiting
+//!   approval when Slack cannot (default: the failover holding the lock).
+//!   The same single-use key as a click; the caller's IAM principal must be
+//!   on the run's plan `cli_approvers` and is recorded as the approver. It
+//!   shows the question and asks the operator to type the decision (`--yes`
+//!   for scripts); approving a possible data loss needs `--accept-data-loss`.
+//!
+//! - `handover report [--execution ARN] [--format md|html|json] [--render]`:
+//!   print the after-action report audit stored (default: the last run the
+//!   primary record names), or rebuild it from the execution history now,
+//!   writing nothing.
+//! - `handover release [--yes]`: clear a transition or lock that an ended
+//!   run left, after showing what holds it and checking its execution has
+//!   closed; the transition goes through audit's compensation (P unfenced
+//!   when nothing was promoted).
+//!
 //! Exit codes: 0 done, 2 usage, 3 refused (the world is not as the plan
 //! says: nothing written), 4 an AWS call or the table failed (retry),
 //! 5 readiness found a check that fails.
 
+mod decide;
 mod readiness;
+mod release;
+mod report;
 mod rpo;
 mod state;
 
@@ -47,6 +67,10 @@ const USAGE: &str = "usage: handover init [--table TABLE] [--plan-parameter NAME
        handover pause --reason TEXT [--by NAME] [--table TABLE] [--plan-parameter NAME | --plan-file PATH] [--region REGION]
        handover resume [--by NAME] [--table TABLE] [--plan-parameter NAME | --plan-file PATH] [--region REGION]
        handover readiness [--json] [--table TABLE] [--plan-parameter NAME | --plan-file PATH] [--region REGION]
+       handover approve [--key KEY | --execution ARN | --incident ID] [--yes] [--accept-data-loss] [--table TABLE] [--region REGION]
+       handover reject [--key KEY | --execution ARN | --incident ID] [--yes] [--table TABLE] [--region REGION]
+       handover report [--execution ARN] [--format md|html|json] [--render] [--table TABLE] [--region REGION]
+       handover release [--yes] [--table TABLE] [--plan-parameter NAME | --plan-file PATH] [--region REGION]
        handover rpo [--execution ARN] [--p-host HOST] [--p-port PORT] [--s-host HOST] [--s-port PORT]
                     [--table TABLE] [--plan-parameter NAME | --plan-file PATH] [--region REGION]";
 
@@ -62,7 +86,7 @@ struct InitArgs {
 }
 
 /// Flags that take no value (present means `true`).
-const SWITCHES: &[&str] = &["--json"];
+const SWITCHES: &[&str] = &["--json", "--yes", "--accept-data-loss", "--render"];
 
 /// Parse `args`: the common flags plus the command's own (`extra`).
 fn parse_args(args: &[String], extra: &[&'static str]) -> Result<InitArgs, String> {
@@ -116,6 +140,39 @@ fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
 
+/// The Region and the table a command works on, without a plan (approve and
+/// reject act on the run's own plan, read from the execution).
+pub(crate) struct TableContext {
+    pub aws: Aws,
+    pub region: String,
+    pub store: Store,
+}
+
+async fn table_context(args: &InitArgs) -> Result<TableContext, (u8, String)> {
+    let usage = |m: String| (2u8, format!("{m}\n{USAGE}"));
+    if args.plan_parameter.is_some() || args.plan_file.is_some() {
+        return Err(usage(
+            "this command acts on the run's own plan: --plan-parameter / --plan-file do not apply"
+                .into(),
+        ));
+    }
+    let region = args
+        .region
+        .clone()
+        .or_else(|| env("AWS_REGION"))
+        .ok_or_else(|| {
+            usage("no Region: pass --region (the stack's Region, S) or set AWS_REGION".into())
+        })?;
+    let table = args
+        .table
+        .clone()
+        .or_else(|| env("TABLE_NAME"))
+        .ok_or_else(|| usage("no table: pass --table (the stack output StateTableName)".into()))?;
+    let aws = Aws::named(handover::aws::CLI_APP_NAME);
+    let store = Store::new(aws.dynamodb(&region).await, table);
+    Ok(TableContext { aws, region, store })
+}
+
 /// The Region, the table and the plan the command works on.
 pub(crate) struct Context {
     pub aws: Aws,
@@ -165,7 +222,7 @@ async fn context(args: &InitArgs) -> Result<Context, (u8, String)> {
             }
         },
     };
-    let aws = Aws::new();
+    let aws = Aws::named(handover::aws::CLI_APP_NAME);
     let plan = source.load(&aws).await.map_err(|e| {
         // A throttled or unreachable SSM is worth a retry; a bad plan is not.
         let code = if e.error_name() == ErrorName::Transient {
@@ -241,6 +298,34 @@ async fn main() -> ExitCode {
         Some((cmd, rest)) if cmd == "readiness" => match parse_args(rest, readiness::FLAGS) {
             Ok(a) => match context(&a).await {
                 Ok(ctx) => readiness::readiness(ctx, &a.extra).await,
+                Err(e) => Err(e),
+            },
+            Err(m) => Err((2, format!("{m}\n{USAGE}"))),
+        },
+        Some((cmd, rest)) if cmd == "approve" || cmd == "reject" => {
+            let decision = if cmd == "approve" {
+                handover::store::approval::Decision::Approve
+            } else {
+                handover::store::approval::Decision::Reject
+            };
+            match parse_args(rest, decide::FLAGS) {
+                Ok(a) => match table_context(&a).await {
+                    Ok(ctx) => decide::decide(ctx, decision, &a.extra).await,
+                    Err(e) => Err(e),
+                },
+                Err(m) => Err((2, format!("{m}\n{USAGE}"))),
+            }
+        }
+        Some((cmd, rest)) if cmd == "report" => match parse_args(rest, report::FLAGS) {
+            Ok(a) => match table_context(&a).await {
+                Ok(ctx) => report::report(ctx, &a.extra).await,
+                Err(e) => Err(e),
+            },
+            Err(m) => Err((2, format!("{m}\n{USAGE}"))),
+        },
+        Some((cmd, rest)) if cmd == "release" => match parse_args(rest, release::FLAGS) {
+            Ok(a) => match context(&a).await {
+                Ok(ctx) => release::release(ctx, &a.extra).await,
                 Err(e) => Err(e),
             },
             Err(m) => Err((2, format!("{m}\n{USAGE}"))),

@@ -282,3 +282,49 @@ pub async fn ended_execution(
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 }
+
+/// Credentials for a session of IAM role `role` (moto issues them for any
+/// role), as an operator has after assuming their on-call role: moto's
+/// `GetCallerIdentity` then answers
+/// `arn:aws:sts::123456789012:assumed-role/<name>/<session>`.
+pub struct RoleSession {
+    /// `AWS_ACCESS_KEY_ID`.
+    pub access_key_id: String,
+    /// `AWS_SECRET_ACCESS_KEY`.
+    pub secret_access_key: String,
+    /// `AWS_SESSION_TOKEN`.
+    pub session_token: String,
+}
+
+/// `sts:AssumeRole` of `role` as session `name` on the emulator.
+pub async fn assume_role(aws: &Aws, role: &str, name: &str) -> RoleSession {
+    let sts = aws_sdk_sts::Client::new(&aws.config(TEST_REGION).await);
+    let c = sts
+        .assume_role()
+        .role_arn(role)
+        .role_session_name(name)
+        .send()
+        .await
+        .expect("sts:AssumeRole on the emulator")
+        .credentials
+        .expect("AssumeRole answers credentials");
+    RoleSession {
+        access_key_id: c.access_key_id,
+        secret_access_key: c.secret_access_key,
+        session_token: c.session_token,
+    }
+}
+
+/// The `handover` CLI binary beside the running test or tool (`cargo
+/// build --workspace --bins` puts it in the same target directory).
+pub fn cli_binary() -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("current exe");
+    let dir = exe.parent().expect("exe dir");
+    // Test binaries live in target/<profile>/deps; tools in target/<profile>.
+    let dir = if dir.ends_with("deps") {
+        dir.parent().expect("profile dir")
+    } else {
+        dir
+    };
+    dir.join("handover")
+}

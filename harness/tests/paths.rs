@@ -748,11 +748,13 @@ async fn path_the_fence_process_killed_after_its_modify_is_retried_and_the_run_s
     );
 }
 
-/// Slack refuses the question: the operator topic gets it with the CLI
-/// fallback, the run keeps waiting, and an operator who follows the notice
-/// (read the token by key, send-task-success) fails it over.
+/// Slack refuses the question (the stand-in is down for it): the operator
+/// topic gets it with the CLI fallback, the run keeps waiting, and an
+/// operator on the plan's `cli_approvers` runs the notice's `handover
+/// approve` with their own (assumed-role) credentials. The run fails over,
+/// with the IAM session recorded as the approver.
 #[tokio::test]
-async fn path_slack_refusing_asks_the_operator_topic_and_the_cli_answer_succeeds() {
+async fn path_slack_down_the_cli_approves_as_the_iam_principal_and_the_run_succeeds() {
     use handover::slack::stand_in::Fault;
     let w = world().await;
     w.slack.fail_next([Fault::Api("channel_not_found".into())]);
@@ -777,73 +779,46 @@ async fn path_slack_refusing_asks_the_operator_topic_and_the_cli_answer_succeeds
     };
     let body = notice["Message"].as_str().unwrap();
     assert!(body.contains("channel_not_found"), "{body}");
-    let key = body
-        .split("APPROVAL#")
-        .nth(1)
-        .and_then(|rest| rest.split('"').next())
-        .expect("the notice names the approval key")
-        .to_owned();
-    // What the notice's commands do: the token from the table by key, then
-    // send-task-success with the decision document.
-    let item = w
-        .aws
-        .dynamodb(TEST_REGION)
-        .await
-        .get_item()
-        .table_name(w.store.table())
-        .key(
-            "pk",
-            aws_sdk_dynamodb::types::AttributeValue::S(format!("APPROVAL#{key}")),
-        )
-        .key(
-            "sk",
-            aws_sdk_dynamodb::types::AttributeValue::S("STATE".into()),
-        )
-        .send()
-        .await
-        .unwrap();
-    let token = item
-        .item()
-        .and_then(|i| i.get("task_token"))
-        .and_then(|v| v.as_s().ok())
-        .expect("the key maps to the task token")
-        .clone();
-    assert!(!body.contains(&token), "the notice never carries the token");
-    // The decision document exactly as the notice's command builds it: its
-    // --task-output argument, evaluated by bash with the approver set as
-    // the notice asks (one of the plan's list).
     let command = body
         .lines()
-        .find(|l| l.starts_with("aws stepfunctions send-task-success"))
+        .find(|l| l.starts_with("handover approve --key "))
         .expect("the notice has the approve command");
-    let arg = command
-        .split_once("--task-output ")
-        .expect("the command passes --task-output")
-        .1;
+    let args: Vec<&str> = command.split_whitespace().skip(1).collect();
     assert!(
-        body.contains("APPROVER_ID='U0ONCALL01' APPROVER_NAME='Primary on-call'"),
-        "the notice lists the approvers: {body}"
+        command.contains(&format!(
+            "--table {} --region {TEST_REGION}",
+            w.store.table()
+        )),
+        "{command}"
     );
-    let shell = std::process::Command::new("bash")
-        .arg("-c")
-        .arg(format!(
-            "APPROVER_ID='U0ONCALL01' APPROVER_NAME='Primary on-call'; printf '%s' {arg}"
+    let key = args[2];
+    let item = w
+        .store
+        .approval(&handover::store::approval::ApprovalSelector::Key(
+            key.to_owned(),
         ))
-        .output()
-        .unwrap();
-    let output: Value = serde_json::from_slice(&shell.stdout).unwrap_or_else(|e| {
-        panic!("the notice's --task-output is not JSON once the shell ran it: {e}: {arg}")
-    });
-    assert_eq!(output["decision"], "approve");
-    w.aws
-        .sfn(TEST_REGION)
         .await
-        .send_task_success()
-        .task_token(token)
-        .output(output.to_string())
-        .send()
+        .unwrap()
+        .expect("the notice's key is stored");
+    assert_eq!(item.incident, run.incident);
+    let oncall = "arn:aws:iam::123456789012:role/handover-oncall";
+    let session = handover_testkit::assume_role(&w.aws, oncall, "alice@example.com").await;
+    let mut cli = std::process::Command::new(handover_testkit::cli_binary());
+    cli.args(&args)
+        .arg("--yes")
+        .env("AWS_ENDPOINT_URL", handover_testkit::endpoint())
+        .env("AWS_ACCESS_KEY_ID", &session.access_key_id)
+        .env("AWS_SECRET_ACCESS_KEY", &session.secret_access_key)
+        .env("AWS_SESSION_TOKEN", &session.session_token);
+    let out = tokio::task::spawn_blocking(move || cli.output())
         .await
-        .unwrap();
+        .unwrap()
+        .expect("run handover approve (scripts/paths.sh builds it)");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
     let e = ended(&w, &run).await;
     assert_eq!(
         e.status,
@@ -853,7 +828,13 @@ async fn path_slack_refusing_asks_the_operator_topic_and_the_cli_answer_succeeds
         e.error,
         e.cause
     );
-    assert_eq!(e.output["approval"]["approver_id"], "U0ONCALL01");
+    let principal = "arn:aws:sts::123456789012:assumed-role/handover-oncall/alice@example.com";
+    assert_eq!(e.output["approval"]["approver_id"], principal);
+    assert_eq!(e.output["approval"]["approver_name"], "On-call (CLI)");
+    assert!(
+        stdout.contains(principal),
+        "the CLI says who decided: {stdout}"
+    );
 }
 
 /// Issue 12, scenario 1: the lag rises from 5 s at approval to 300 s by the

@@ -21,12 +21,26 @@ pub const GLOBAL_METRICS_REGION: &str = "us-east-1";
 #[derive(Debug, Default)]
 pub struct Aws {
     configs: Mutex<BTreeMap<String, SdkConfig>>,
+    app: Option<&'static str>,
 }
 
+/// The CLI's name in the user agent (`app/handover-cli`): CloudTrail and
+/// the test router tell its calls from the functions'.
+pub const CLI_APP_NAME: &str = "handover-cli";
+
 impl Aws {
-    /// An empty cache; configs load on first use.
+    /// An empty cache; configs load on first use. The user agent names the
+    /// Lambda function running (`AWS_LAMBDA_FUNCTION_NAME`), if any.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// As [`Aws::new`], with `app` as the user agent's app name (the CLI).
+    pub fn named(app: &'static str) -> Self {
+        Self {
+            app: Some(app),
+            ..Self::default()
+        }
     }
 
     /// The shared SDK config for `region`, with bounded timeouts.
@@ -39,8 +53,10 @@ impl Aws {
             aws_config::defaults(BehaviorVersion::latest()).region(Region::new(region.to_owned()));
         // `app/<function>` in the user agent: CloudTrail (and the test router)
         // can tell which Handover function made a call.
-        if let Some(app) = std::env::var("AWS_LAMBDA_FUNCTION_NAME")
-            .ok()
+        if let Some(app) = self
+            .app
+            .map(str::to_owned)
+            .or_else(|| std::env::var("AWS_LAMBDA_FUNCTION_NAME").ok())
             .and_then(|name| {
                 aws_config::AppName::new(
                     name.chars()

@@ -415,7 +415,12 @@ impl<E: EndpointProbe, H: HealthChecks, A: Alarms, S: ExecutionStarter> Detector
         );
         let lock = self
             .store
-            .acquire_lock(&incident, &incident, now, lease)
+            .acquire_lock(
+                &incident,
+                &self.starter.execution_arn(&incident),
+                now,
+                lease,
+            )
             .await?;
         match &lock {
             AcquireOutcome::Acquired { .. } | AcquireOutcome::AlreadyOurs { .. } => {}

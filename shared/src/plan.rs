@@ -53,6 +53,76 @@ pub struct Plan {
     /// (`handover rpo`). Without it only the estimate at promotion exists.
     #[serde(default)]
     pub rpo_table: Option<RpoTable>,
+    /// IAM principals who may approve or reject by `handover approve` /
+    /// `reject` when Slack cannot ask (the operator's own credentials, as
+    /// `sts:GetCallerIdentity` names them). Empty: nobody decides by CLI.
+    #[serde(default)]
+    pub cli_approvers: Vec<CliApprover>,
+}
+
+/// An IAM role or user allowed to decide by CLI.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CliApprover {
+    /// `arn:aws:iam::<account>:role/<path/>Name` (anyone who assumes the
+    /// role) or `arn:aws:iam::<account>:user/<path/>Name`.
+    pub arn: String,
+    /// Display name for messages and the report.
+    pub name: String,
+}
+
+/// An IAM ARN's parts: partition, account, `role` or `user`, and the name
+/// (the last segment of the path).
+fn iam_principal(arn: &str) -> Option<(&str, &str, &str, &str)> {
+    let mut it = arn.splitn(6, ':');
+    let (Some("arn"), Some(partition), Some("iam"), Some(""), Some(account), Some(resource)) = (
+        it.next(),
+        it.next(),
+        it.next(),
+        it.next(),
+        it.next(),
+        it.next(),
+    ) else {
+        return None;
+    };
+    let (kind, path) = resource.split_once('/')?;
+    let name = path.rsplit('/').next()?;
+    let ok = !partition.is_empty()
+        && account.len() == 12
+        && account.bytes().all(|b| b.is_ascii_digit())
+        && matches!(kind, "role" | "user")
+        && !name.is_empty();
+    ok.then_some((partition, account, kind, name))
+}
+
+/// The caller `sts:GetCallerIdentity` names, as the plan would list it:
+/// an assumed role's session (`arn:aws:sts::<account>:assumed-role/Name/session`)
+/// is the role (role names are unique in an account, whatever their path);
+/// an IAM user is itself. Anything else (root, federated users) is None.
+fn caller_principal(arn: &str) -> Option<(&str, &str, &str, &str)> {
+    let mut it = arn.splitn(6, ':');
+    match (
+        it.next(),
+        it.next(),
+        it.next(),
+        it.next(),
+        it.next(),
+        it.next(),
+    ) {
+        (Some("arn"), Some(partition), Some("sts"), Some(""), Some(account), Some(resource)) => {
+            let mut parts = resource.split('/');
+            match (parts.next(), parts.next(), parts.next()) {
+                (Some("assumed-role"), Some(role), Some(session))
+                    if !role.is_empty() && !session.is_empty() && !partition.is_empty() =>
+                {
+                    Some((partition, account, "role", role))
+                }
+                _ => None,
+            }
+        }
+        (Some("arn"), _, Some("iam"), ..) => iam_principal(arn).filter(|p| p.2 == "user"),
+        _ => None,
+    }
 }
 
 /// The table the RPO is measured on: any table P's app writes steadily,
@@ -852,6 +922,19 @@ impl Plan {
                 non_empty(db, "rpo_table.database")?;
             }
         }
+        let mut seen_arns = BTreeSet::new();
+        for (i, a) in self.cli_approvers.iter().enumerate() {
+            if iam_principal(&a.arn).is_none() {
+                return bad(
+                    &format!("cli_approvers.{i}.arn"),
+                    "must be an IAM role or user ARN (arn:aws:iam::<12-digit account>:role/Name or :user/Name)",
+                );
+            }
+            non_empty(&a.name, &format!("cli_approvers.{i}.name"))?;
+            if !seen_arns.insert(a.arn.as_str()) {
+                return bad(&format!("cli_approvers.{i}.arn"), "listed twice");
+            }
+        }
         non_empty(&self.slack.channel, "slack.channel")?;
         if self.slack.approvers.is_empty() {
             return bad("slack.approvers", "must name at least one approver");
@@ -987,6 +1070,24 @@ impl Plan {
     /// Is this user allowed to approve? Returns the approver's record.
     pub fn approver(&self, user_id: &str) -> Option<&Approver> {
         self.slack.approvers.iter().find(|a| a.user_id == user_id)
+    }
+
+    /// May the IAM caller `caller_arn` (as `sts:GetCallerIdentity` gives
+    /// it) decide by CLI? Returns the plan's entry. A role entry admits
+    /// every session of that role; a user entry that user only.
+    pub fn cli_approver(&self, caller_arn: &str) -> Option<&CliApprover> {
+        let caller = caller_principal(caller_arn)?;
+        self.cli_approvers
+            .iter()
+            .find(|a| iam_principal(&a.arn) == Some(caller))
+    }
+
+    /// The name of whoever `id` is on either list: a Slack user id, or an
+    /// IAM caller ARN the CLI recorded. None: nobody the plan lets decide.
+    pub fn decider_name(&self, id: &str) -> Option<&str> {
+        self.approver(id)
+            .map(|a| a.name.as_str())
+            .or_else(|| self.cli_approver(id).map(|a| a.name.as_str()))
     }
 }
 

@@ -398,6 +398,8 @@ fn approval(key: &str, expires_at: DateTime<Utc>) -> NewApproval {
         incident: "inc-1".into(),
         requested_at: t(14, 13, 0),
         expires_at,
+        question: "FAILOVER approval: shop — inc-1".into(),
+        data_loss: false,
     }
 }
 
@@ -693,4 +695,53 @@ async fn a_readiness_change_is_announced_once_and_the_same_verdicts_never() {
         }
     }
     assert_eq!(changed, 1, "a change is posted once");
+}
+
+#[tokio::test]
+async fn an_approval_is_found_by_key_execution_or_incident_without_its_token() {
+    use handover::store::approval::ApprovalSelector;
+    let store = store().await;
+    let a = approval("k5", t(14, 28, 0));
+    store.put_approval(&a).await.unwrap();
+    for which in [
+        ApprovalSelector::Key("k5".into()),
+        ApprovalSelector::Execution(a.execution.clone()),
+        ApprovalSelector::Incident(a.incident.clone()),
+    ] {
+        let r = store.approval(&which).await.unwrap().expect("found");
+        assert_eq!(r.key, "k5");
+        assert_eq!(r.question, a.question);
+        assert_eq!(r.decided, None);
+        assert!(!format!("{r:?}").contains("token-for-k5"), "{r:?}");
+    }
+    // A later key for the same execution (a retried request) is the one found.
+    let mut again = approval("k6", t(14, 29, 0));
+    again.data_loss = true;
+    store.put_approval(&again).await.unwrap();
+    let r = store
+        .approval(&ApprovalSelector::Execution(a.execution.clone()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((r.key.as_str(), r.data_loss), ("k6", true));
+    store
+        .consume_approval("k6", Decision::Reject, "U1", t(14, 15, 0))
+        .await
+        .unwrap();
+    let r = store
+        .approval(&ApprovalSelector::Incident(a.incident.clone()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        r.decided,
+        Some((Decision::Reject, "U1".to_owned(), t(14, 15, 0)))
+    );
+    for nothing in [
+        ApprovalSelector::Key("nope".into()),
+        ApprovalSelector::Execution("arn:aws:states:x:1:execution:y:z".into()),
+        ApprovalSelector::Incident("inc-none".into()),
+    ] {
+        assert_eq!(store.approval(&nothing).await.unwrap(), None);
+    }
 }

@@ -215,9 +215,14 @@ async fn slack_failing_after_retries_asks_the_operator_topic_and_the_run_keeps_w
     assert!(subject.contains("approval needed"), "{subject}");
     assert!(subject.contains("Slack refused"), "{subject}");
     // The same single-use key as a click; the token is read by key, never sent.
-    assert!(body.contains(&format!("APPROVAL#{}", out.key)), "{body}");
-    assert!(body.contains("send-task-success"), "{body}");
-    assert!(body.contains("send-task-failure"), "{body}");
+    assert!(
+        body.contains(&format!("handover approve --key {} ", out.key)),
+        "{body}"
+    );
+    assert!(
+        body.contains(&format!("handover reject --key {} ", out.key)),
+        "{body}"
+    );
     assert!(!body.contains(&token_of(&event)), "the task token was sent");
     assert!(!body.contains(BOT_TOKEN));
     // The key is stored, so the CLI path decides exactly as a click would.

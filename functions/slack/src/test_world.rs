@@ -114,6 +114,8 @@ impl World {
                 incident: "shop-ap-northeast-2-20261130T141155Z".into(),
                 requested_at: now - chrono::Duration::minutes(1),
                 expires_at: now + expires_in,
+                question: "FAILOVER approval: shop".into(),
+                data_loss: false,
             })
             .await
             .unwrap();

@@ -31,6 +31,8 @@ pub trait ExecutionStarter {
         name: &str,
         input: &str,
     ) -> impl std::future::Future<Output = Result<StartOutcome, AwsError>> + Send;
+    /// The ARN the execution `name` has (or will have).
+    fn execution_arn(&self, name: &str) -> String;
 }
 
 /// Step Functions over the SDK, bound to one state machine.
@@ -53,6 +55,10 @@ impl Sfn {
 }
 
 impl ExecutionStarter for Sfn {
+    fn execution_arn(&self, name: &str) -> String {
+        execution_arn(&self.state_machine_arn, name)
+    }
+
     #[instrument(skip(self, input))]
     async fn start(&self, name: &str, input: &str) -> Result<StartOutcome, AwsError> {
         match self

@@ -223,11 +223,83 @@ impl<T: TaskCallback + Sync> Decider<'_, T> {
                 user_id: click.user_id.clone(),
             };
         };
+        let deciding = Deciding {
+            key: &click.key,
+            decision: click.decision,
+            approver_id: &approver.user_id,
+            approver_name: &approver.name,
+            data_loss_acknowledged: click.decision == Decision::Approve
+                && click.data_loss_acknowledged,
+        };
+        let apply = Apply {
+            plan: self.plan,
+            store: self.store,
+            callback: self.callback,
+            clock: self.clock,
+            call_cap: CALL_CAP,
+        };
+        apply.apply(&deciding, deadline).await
+    }
+
+    /// Update the message through `response_url`: replaced on a decision,
+    /// an ephemeral note otherwise. A failure here is logged, not fatal.
+    async fn tell(&self, click: &ApprovalDecision, outcome: &Outcome, deadline: Instant) {
+        let body = match outcome {
+            Outcome::Decided(d) | Outcome::AlreadyDelivered(d) => {
+                message::decided(click.original_blocks.as_deref(), d)
+            }
+            _ => message::ephemeral(&outcome.text()),
+        };
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left < Duration::from_millis(50) {
+            warn!("no time left to update the Slack message");
+            return;
+        }
+        if let Err(e) = self.slack.respond(&click.response_url, &body, left).await {
+            warn!(error = %chain(&e), "updating the Slack message failed");
+        }
+    }
+}
+
+/// One person's decision on one key, once they are known to be allowed.
+#[derive(Debug, Clone, Copy)]
+pub struct Deciding<'a> {
+    /// The approval key.
+    pub key: &'a str,
+    /// approve or reject.
+    pub decision: Decision,
+    /// Who: a Slack user id, or the IAM caller ARN for the CLI.
+    pub approver_id: &'a str,
+    /// Their name on the plan's list.
+    pub approver_name: &'a str,
+    /// An approve that accepts possible data loss.
+    pub data_loss_acknowledged: bool,
+}
+
+/// The one path every decision takes, a Slack click or `handover approve`:
+/// consume the key once, resume the task, mark it delivered, and give the
+/// key back only when Step Functions refused outright.
+pub struct Apply<'a, T> {
+    /// The run's plan (names for "already decided by").
+    pub plan: &'a Plan,
+    /// The Handover table.
+    pub store: &'a Store,
+    /// Step Functions.
+    pub callback: &'a T,
+    /// Now.
+    pub clock: &'a dyn Clock,
+    /// The most one DynamoDB or Step Functions call may take.
+    pub call_cap: Duration,
+}
+
+impl<T: TaskCallback + Sync> Apply<'_, T> {
+    /// Apply `d` before `deadline`.
+    pub async fn apply(&self, d: &Deciding<'_>, deadline: Instant) -> Outcome {
         let now = self.clock.now();
         let consumed = timeout(
-            share(deadline),
+            self.share(deadline),
             self.store
-                .consume_approval(&click.key, click.decision, &click.user_id, now),
+                .consume_approval(d.key, d.decision, d.approver_id, now),
         )
         .await;
         let consumed = match consumed {
@@ -254,8 +326,8 @@ impl<T: TaskCallback + Sync> Decider<'_, T> {
                 by,
                 at,
                 undelivered: Some(a),
-            } if by == click.user_id && decision == click.decision => {
-                info!(key = %click.key, user = %click.user_id, "a repeated click of an undelivered decision: sending it again");
+            } if by == d.approver_id && decision == d.decision => {
+                info!(key = %d.key, user = %d.approver_id, "a repeated click of an undelivered decision: sending it again");
                 (a, at, true)
             }
             ConsumeOutcome::AlreadyDecided {
@@ -264,7 +336,7 @@ impl<T: TaskCallback + Sync> Decider<'_, T> {
                 at,
                 undelivered,
             } => {
-                let by = self.plan.approver(&by).map_or(by, |a| a.name.clone());
+                let by = self.plan.decider_name(&by).map_or(by, str::to_owned);
                 return Outcome::AlreadyDecided {
                     decision,
                     by,
@@ -274,12 +346,11 @@ impl<T: TaskCallback + Sync> Decider<'_, T> {
             }
         };
         let decided = Decided {
-            decision: click.decision,
-            approver_id: approver.user_id.clone(),
-            approver_name: approver.name.clone(),
+            decision: d.decision,
+            approver_id: d.approver_id.to_owned(),
+            approver_name: d.approver_name.to_owned(),
             at: now,
-            data_loss_acknowledged: click.decision == Decision::Approve
-                && click.data_loss_acknowledged,
+            data_loss_acknowledged: d.decision == Decision::Approve && d.data_loss_acknowledged,
         };
         let result = ApprovalResult {
             decision: decided.decision,
@@ -300,7 +371,7 @@ impl<T: TaskCallback + Sync> Decider<'_, T> {
         };
         let token = TaskToken::new(approval.task_token.clone());
         let call = async {
-            match click.decision {
+            match d.decision {
                 Decision::Approve => {
                     self.callback
                         .succeed(&approval.execution, &token, &json)
@@ -320,11 +391,11 @@ impl<T: TaskCallback + Sync> Decider<'_, T> {
             }
         };
         let delivered = || async {
-            let left = share(deadline);
+            let left = self.share(deadline);
             match timeout(
                 left,
                 self.store
-                    .mark_approval_delivered(&click.key, &click.user_id, self.clock.now()),
+                    .mark_approval_delivered(d.key, d.approver_id, self.clock.now()),
             )
             .await
             {
@@ -334,7 +405,7 @@ impl<T: TaskCallback + Sync> Decider<'_, T> {
                 }
             }
         };
-        let error = match timeout(share(deadline), call).await {
+        let error = match timeout(self.share(deadline), call).await {
             Ok(Ok(())) => {
                 info!(incident = %approval.incident, execution = %approval.execution, decision = %decided.decision, approver = %decided.approver_id, resend, "decision sent to step functions");
                 delivered().await;
@@ -346,7 +417,7 @@ impl<T: TaskCallback + Sync> Decider<'_, T> {
                 // whose answer was lost before it retried)? The history says
                 // how the task that handed out this token ended.
                 if let Ok(Ok(Some(end))) = timeout(
-                    share(deadline),
+                    self.share(deadline),
                     self.callback.task_end(&approval.execution, &token),
                 )
                 .await
@@ -390,8 +461,8 @@ impl<T: TaskCallback + Sync> Decider<'_, T> {
         // Step Functions refused the decision (a definitive answer: nothing
         // was decided): give the key back so a click can try again.
         let released = timeout(
-            share(deadline),
-            self.store.release_approval(&click.key, &click.user_id, now),
+            self.share(deadline),
+            self.store.release_approval(d.key, d.approver_id, now),
         )
         .await;
         match released {
@@ -409,23 +480,12 @@ impl<T: TaskCallback + Sync> Decider<'_, T> {
         }
     }
 
-    /// Update the message through `response_url`: replaced on a decision,
-    /// an ephemeral note otherwise. A failure here is logged, not fatal.
-    async fn tell(&self, click: &ApprovalDecision, outcome: &Outcome, deadline: Instant) {
-        let body = match outcome {
-            Outcome::Decided(d) | Outcome::AlreadyDelivered(d) => {
-                message::decided(click.original_blocks.as_deref(), d)
-            }
-            _ => message::ephemeral(&outcome.text()),
-        };
+    /// A call's share of what is left: at most `call_cap`, and never so much
+    /// that nothing remains for the answer (Slack's `response_url` update).
+    fn share(&self, deadline: Instant) -> Duration {
         let left = deadline.saturating_duration_since(Instant::now());
-        if left < Duration::from_millis(50) {
-            warn!("no time left to update the Slack message");
-            return;
-        }
-        if let Err(e) = self.slack.respond(&click.response_url, &body, left).await {
-            warn!(error = %chain(&e), "updating the Slack message failed");
-        }
+        self.call_cap
+            .min(left.saturating_sub(Duration::from_millis(300)))
     }
 }
 
@@ -435,11 +495,4 @@ fn failed(stage: &'static str, error: &str) -> Outcome {
         stage,
         error: error.to_owned(),
     }
-}
-
-/// A call's share of what is left: at most [`CALL_CAP`], and never so much
-/// that nothing remains for the `response_url` update.
-fn share(deadline: Instant) -> Duration {
-    let left = deadline.saturating_duration_since(Instant::now());
-    CALL_CAP.min(left.saturating_sub(Duration::from_millis(300)))
 }

@@ -134,7 +134,6 @@ impl<S: SecretReader + Sync, N: OperatorNotice + Sync> Requester<'_, S, N> {
             + chrono::Duration::seconds(
                 i64::try_from(plan.timings.approval_timeout_s).unwrap_or(i64::MAX / 1000),
             );
-        let key = self.store_key(task, requested_at, expires_at).await?;
         // Best effort: the question never waits on it.
         let readiness = match tokio::time::timeout(
             std::time::Duration::from_secs(2),
@@ -154,6 +153,17 @@ impl<S: SecretReader + Sync, N: OperatorNotice + Sync> Requester<'_, S, N> {
                 None
             }
         };
+        // What the CLI shows before it decides: the question as asked here.
+        let question = message::question_text(state, &diagnosis, expires_at, readiness.as_deref());
+        let key = self
+            .store_key(
+                task,
+                requested_at,
+                expires_at,
+                &question,
+                diagnosis.rpo_over_target,
+            )
+            .await?;
         let view = ApprovalView {
             state,
             diagnosis: &diagnosis,
@@ -235,6 +245,8 @@ impl<S: SecretReader + Sync, N: OperatorNotice + Sync> Requester<'_, S, N> {
         task: &ApprovalTask,
         requested_at: DateTime<Utc>,
         expires_at: DateTime<Utc>,
+        question: &str,
+        data_loss: bool,
     ) -> Result<String, RequestError> {
         for _ in 0..KEY_ATTEMPTS {
             let key = new_key().map_err(RequestError::Random)?;
@@ -245,6 +257,8 @@ impl<S: SecretReader + Sync, N: OperatorNotice + Sync> Requester<'_, S, N> {
                 incident: task.state.input.incident_id.clone(),
                 requested_at,
                 expires_at,
+                question: question.to_owned(),
+                data_loss,
             };
             match self
                 .store

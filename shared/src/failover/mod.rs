@@ -83,7 +83,7 @@ pub(crate) fn approved(
             a.decision
         )));
     }
-    if state.input.plan.approver(&a.approver_id).is_none() {
+    if state.input.plan.decider_name(&a.approver_id).is_none() {
         return Err(StepError::Precondition(format!(
             "the approval was given as {:?}, who is not on the plan's approver list: nothing is fenced or promoted",
             a.approver_id

@@ -452,3 +452,73 @@ fn a_plan_round_trips_through_the_execution_input() {
     let back = Plan::from_value(serde_json::to_value(&plan).unwrap()).unwrap();
     assert_eq!(plan, back);
 }
+
+#[test]
+fn cli_approvers_admit_a_roles_sessions_and_a_user_and_nobody_else() {
+    let plan = Plan::from_json(
+        &with(
+            "cli_approvers",
+            json!([
+                {"arn": "arn:aws:iam::123456789012:role/ops/Oncall", "name": "On-call role"},
+                {"arn": "arn:aws:iam::123456789012:user/alice", "name": "Alice"},
+            ]),
+        )
+        .to_string(),
+    )
+    .unwrap();
+    // Any session of the role, whatever the role's path.
+    let role = plan
+        .cli_approver("arn:aws:sts::123456789012:assumed-role/Oncall/alice@example.com")
+        .unwrap();
+    assert_eq!(role.name, "On-call role");
+    assert_eq!(
+        plan.decider_name("arn:aws:iam::123456789012:user/alice"),
+        Some("Alice")
+    );
+    for not_listed in [
+        // Another account's role of the same name.
+        "arn:aws:sts::210987654321:assumed-role/Oncall/alice",
+        // Another partition.
+        "arn:aws-cn:sts::123456789012:assumed-role/Oncall/alice",
+        // Another role, another user, the account root, a federated user.
+        "arn:aws:sts::123456789012:assumed-role/Developer/alice",
+        "arn:aws:iam::123456789012:user/bob",
+        "arn:aws:iam::123456789012:root",
+        "arn:aws:sts::123456789012:federated-user/alice",
+        // A role ARN is not a caller: GetCallerIdentity never returns one.
+        "arn:aws:iam::123456789012:role/ops/Oncall",
+        "",
+    ] {
+        assert!(plan.cli_approver(not_listed).is_none(), "{not_listed}");
+    }
+    // Slack ids still decide as before.
+    assert_eq!(plan.decider_name("U0ONCALL01"), Some("Primary on-call"));
+}
+
+#[test]
+fn a_cli_approver_that_is_not_an_iam_role_or_user_is_refused_by_path() {
+    for (arn, why) in [
+        (
+            "arn:aws:sts::123456789012:assumed-role/Oncall/s",
+            "IAM role or user ARN",
+        ),
+        ("arn:aws:iam::1234:role/Oncall", "IAM role or user ARN"),
+        (
+            "arn:aws:iam::123456789012:group/ops",
+            "IAM role or user ARN",
+        ),
+        ("Oncall", "IAM role or user ARN"),
+    ] {
+        let e = err_of(with("cli_approvers", json!([{"arn": arn, "name": "x"}])));
+        assert!(
+            e.contains("cli_approvers.0.arn") && e.contains(why),
+            "{arn}: {e}"
+        );
+    }
+    let twice = json!({"arn": "arn:aws:iam::123456789012:role/Oncall", "name": "x"});
+    let e = err_of(with("cli_approvers", json!([twice, twice])));
+    assert!(
+        e.contains("cli_approvers.1.arn") && e.contains("twice"),
+        "{e}"
+    );
+}

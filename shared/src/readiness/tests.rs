@@ -82,6 +82,7 @@ fn healthy(plan: &Plan) -> Snapshot {
             lease_until: None,
             cooldown_until: None,
             last_incident: None,
+            execution: None,
         })),
     }
 }
@@ -255,6 +256,7 @@ fn a_stale_transition_fails_and_a_live_one_warns() {
             lease_until: Some(at(45)),
             cooldown_until: None,
             last_incident: None,
+            execution: None,
         }));
     });
 }
@@ -267,6 +269,7 @@ fn a_lock_past_its_lease_fails() {
             lease_until: Some(at(10)),
             cooldown_until: None,
             last_incident: None,
+            execution: None,
         }));
     });
 }

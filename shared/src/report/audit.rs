@@ -231,7 +231,8 @@ async fn post_summary(
     post(deps, plan, &text, &blocks).await
 }
 
-fn cooldown_of(plan: &crate::plan::Plan) -> chrono::Duration {
+/// The plan's cooldown after a run, as a duration.
+pub fn cooldown_of(plan: &crate::plan::Plan) -> chrono::Duration {
     chrono::Duration::seconds(i64::try_from(plan.timings.cooldown_s).unwrap_or(i64::MAX / 1000))
 }
 
@@ -246,6 +247,71 @@ pub async fn audit<H: ExecutionHistory>(
 }
 
 /// [`audit`], saying why it runs (the Slack summary says so).
+/// The report stored for the run `input` started, if it can be read.
+async fn stored_report(aws: &Aws, input: &crate::execution::ExecutionInput) -> Option<Report> {
+    let plan = &input.plan;
+    let key = format!("{}{}/report.json", plan.report.prefix, input.incident_id);
+    match S3Reports::new(aws, &plan.regions.standby.region)
+        .await
+        .get(&plan.report.bucket, &key)
+        .await
+    {
+        Ok(Some(bytes)) => match serde_json::from_slice::<Report>(&bytes) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                warn!(error = %e, "the stored report is unreadable: no observations of the public name");
+                None
+            }
+        },
+        other => {
+            warn!(found = ?other.as_ref().map(|o| o.is_some()), "the stored report could not be read: no observations of the public name");
+            None
+        }
+    }
+}
+
+/// The report of an ended execution rebuilt from its history, writing
+/// nothing (`handover report --render`): no lock release, no
+/// compensation, no S3 write, no Slack. The observations of the public
+/// name and the readiness line come from the stored report (detect's probe
+/// run is reset once the audit ran); the post-checks read the world now.
+pub async fn render_from_history<H: ExecutionHistory>(
+    aws: &Aws,
+    store: &Store,
+    history: &H,
+    execution_arn: &str,
+    now: DateTime<Utc>,
+) -> Result<Report, AuditError> {
+    let mut facts = fold_history(history, execution_arn, PAGE_SIZE).await?;
+    let input = execution_input(&facts)?;
+    let plan = &input.plan;
+    if let Some(r) = stored_report(aws, &input).await {
+        facts.last_readiness_line = r.summary.last_readiness;
+        facts.observations = r.observations;
+    }
+    facts.measured_rpo = store.measured_rpo(execution_arn).await?;
+    let mut warnings = Vec::new();
+    let steps = super::build::steps(&facts, &mut warnings);
+    let run = RunContext {
+        promoted: steps.promoted_at().is_some(),
+        promote_started_at: steps.promotion.as_ref().map(|p| p.promote_started_at),
+    };
+    let (p_rds, s_rds) = (
+        Rds::new(aws, &plan.regions.primary.region).await,
+        Rds::new(aws, &plan.regions.standby.region).await,
+    );
+    let parameters = SsmParameters::new(aws, &plan.regions.standby.region).await;
+    let secrets = SecretsManagerUsernames::new(aws, &plan.regions.standby.region);
+    let sources = CheckSources {
+        p_rds: &p_rds,
+        s_rds: &s_rds,
+        parameters: &parameters,
+        secrets: &secrets,
+    };
+    let checks = evaluate(plan, run, &observe(plan, run, &sources).await);
+    Ok(build(execution_arn, &facts, &checks, now)?)
+}
+
 pub async fn audit_for<H: ExecutionHistory>(
     deps: &AuditDeps,
     history: &H,
@@ -295,26 +361,12 @@ pub async fn audit_for<H: ExecutionHistory>(
     facts.observations = match trigger {
         Trigger::FirstBackup | Trigger::RpoMeasured => {
             reaudit = true;
-            let key = format!("{}{}/report.json", plan.report.prefix, input.incident_id);
-            match S3Reports::new(&deps.aws, &plan.regions.standby.region)
-                .await
-                .get(&plan.report.bucket, &key)
-                .await
-            {
-                Ok(Some(bytes)) => match serde_json::from_slice::<Report>(&bytes) {
-                    Ok(r) => {
-                        facts.last_readiness_line = r.summary.last_readiness;
-                        r.observations
-                    }
-                    Err(e) => {
-                        warn!(error = %e, "the first report is unreadable: the re-audit has no observations of the public name");
-                        Vec::new()
-                    }
-                },
-                other => {
-                    warn!(found = ?other.as_ref().map(|o| o.is_some()), "the first report could not be read: the re-audit has no observations of the public name");
-                    Vec::new()
+            match stored_report(&deps.aws, &input).await {
+                Some(r) => {
+                    facts.last_readiness_line = r.summary.last_readiness;
+                    r.observations
                 }
+                None => Vec::new(),
             }
         }
         Trigger::RunEnded | Trigger::Sweep => {

@@ -25,7 +25,8 @@ pub const BLOCK_CLI: &str = "handover_cli";
 
 const MAX_EVIDENCE: usize = 6;
 
-/// Where a person without Slack finds the task token.
+/// Where a person without Slack decides: `handover approve` against this
+/// table in this Region.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CliHint {
     /// The Handover DynamoDB table.
@@ -217,54 +218,92 @@ fn reject_button(key: &str) -> Value {
     json!({"type": "button", "action_id": ACTION_REJECT, "value": key, "text": plain("Reject")})
 }
 
-/// The shell commands that decide without Slack: read the task token from
-/// the table by key, then approve or reject. The token itself is never in a
-/// message.
+/// The commands that decide without Slack: the `handover` CLI with the
+/// operator's own AWS credentials, through the same single-use key as a
+/// click. The task token is never in a message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CliCommands {
-    /// `TOKEN=$(aws dynamodb get-item …)`.
-    pub read_token: String,
-    /// `aws stepfunctions send-task-success …`.
+    /// `handover approve …` (with `--accept-data-loss` when approving
+    /// accepts possible data loss).
     pub approve: String,
-    /// `aws stepfunctions send-task-failure …`.
+    /// `handover reject …`.
     pub reject: String,
 }
 
-/// The commands for `v`'s approval key.
+/// The CLI commands for this question.
 pub fn cli_commands(v: &ApprovalView<'_>) -> CliCommands {
     let (table, region, key) = (&v.cli.table, &v.cli.region, v.key);
-    let ack = v.diagnosis.rpo_over_target;
-    // Double-quoted for the shell: `date` fills in the decision time when the
-    // command runs, and APPROVER_ID / APPROVER_NAME must be set to an entry
-    // of the plan's approver list (fence and promote refuse anyone else).
-    let result = |decision: &str| {
-        format!(
-            r#"{{\"decision\":\"{decision}\",\"approver_id\":\"$APPROVER_ID\",\"approver_name\":\"$APPROVER_NAME\",\"decided_at\":\"$(date -u +%Y-%m-%dT%H:%M:%SZ)\",\"requested_at\":\"{}\",\"data_loss_acknowledged\":{ack}}}"#,
-            v.requested_at.to_rfc3339()
-        )
+    let ack = if v.diagnosis.rpo_over_target {
+        " --accept-data-loss"
+    } else {
+        ""
     };
     CliCommands {
-        read_token: format!(
-            "TOKEN=$(aws dynamodb get-item --region {region} --table-name {table} --key '{{\"pk\":{{\"S\":\"APPROVAL#{key}\"}},\"sk\":{{\"S\":\"STATE\"}}}}' --query Item.task_token.S --output text)"
-        ),
-        approve: format!(
-            "aws stepfunctions send-task-success --region {region} --task-token \"$TOKEN\" --task-output \"{}\"",
-            result("approve")
-        ),
-        reject: format!(
-            "aws stepfunctions send-task-failure --region {region} --task-token \"$TOKEN\" --error Handover.Rejected --cause \"{}\"",
-            result("reject")
-        ),
+        approve: format!("handover approve --key {key} --table {table} --region {region}{ack}"),
+        reject: format!("handover reject --key {key} --table {table} --region {region}"),
     }
+}
+
+/// The question in plain text: what `handover approve` shows before it
+/// asks for confirmation, and what the operator notice carries. The same
+/// facts as the Slack message.
+pub fn question_text(
+    state: &ExecutionState,
+    d: &Diagnosis,
+    expires_at: DateTime<Utc>,
+    readiness: Option<&str>,
+) -> String {
+    let input = &state.input;
+    let mode = if input.drill { "DRILL" } else { "FAILOVER" };
+    let mut out = vec![
+        format!(
+            "{mode} approval: {} — {}",
+            input.plan.service, input.incident_id
+        ),
+        format!(
+            "Fail over {} → {}: database {} → promote {}",
+            input.primary.region,
+            input.standby.region,
+            input.primary.db_instance_id,
+            input.standby.db_instance_id
+        ),
+        format!(
+            "T0 (first failing probe): {}",
+            input.t0.format("%Y-%m-%d %H:%M:%S UTC")
+        ),
+        format!("Decide by: {}", expires_at.format("%Y-%m-%d %H:%M:%S UTC")),
+        fallback_summary(d),
+        format!(
+            "Last readiness: {}",
+            readiness.unwrap_or("never evaluated (no readiness result in the table)")
+        ),
+    ];
+    if !d.evidence.is_empty() {
+        out.push("Evidence:".into());
+        for e in d.evidence.iter().take(MAX_EVIDENCE) {
+            out.push(format!("  - {}: {}", e.source, clip(&e.observation, 200)));
+        }
+        let more = d.evidence.len().saturating_sub(MAX_EVIDENCE);
+        if more > 0 {
+            out.push(format!("  …and {more} more"));
+        }
+    }
+    if d.rpo_over_target {
+        out.push(format!(
+            "DATA LOSS: the RPO estimate ({}) is over the target of {} s. Approving promotes S without the writes it never got; promotion cannot be undone.",
+            rpo_text(d.rpo_estimate_s),
+            d.rpo_target_s
+        ));
+    }
+    out.join("\n")
 }
 
 fn cli_hint(v: &ApprovalView<'_>) -> Vec<Value> {
     let c = cli_commands(v);
     vec![
-        mrkdwn(&format!(
-            "Not in Slack? The task token is not in this message: read it from the table by key, then decide by CLI.\n`{}`",
-            c.read_token
-        )),
+        mrkdwn(
+            "Not in Slack? Decide with your own AWS credentials (a principal on the plan's `cli_approvers`); it shows this question again and asks before it acts.",
+        ),
         mrkdwn(&format!("Approve: `{}`\nReject: `{}`", c.approve, c.reject)),
     ]
 }
@@ -279,35 +318,15 @@ pub fn approval_fallback(v: &ApprovalView<'_>, slack_error: &str) -> (String, St
         input.incident_id
     );
     let c = cli_commands(v);
-    let d = v.diagnosis;
-    // Who may decide: fence and promote act only on an approval by one of them.
-    let approvers: Vec<String> = input
-        .plan
-        .slack
-        .approvers
-        .iter()
-        .map(|a| {
-            format!(
-                "APPROVER_ID='{}' APPROVER_NAME='{}'",
-                a.user_id.replace('\'', ""),
-                a.name.replace('\'', "")
-            )
-        })
-        .collect();
     let body = format!(
         "Handover needs a decision and could not ask in Slack ({slack_error}).\n\n\
-         Incident: {}\nFail over from {} to {}\nDecide before: {}\n\n\
          {}\n\n\
-         The run is waiting. Decide with the operator's own AWS credentials.\n\
-         First say who you are, one of (nobody else's approval is acted on):\n{}\n\n\
-         {}\n\nApprove:\n{}\n\nReject:\n{}\n",
-        input.incident_id,
-        input.primary.region,
-        input.standby.region,
-        v.expires_at.to_rfc3339(),
-        fallback_summary(d),
-        approvers.join("\n"),
-        c.read_token,
+         The run is waiting. Decide with the operator's own AWS credentials, as \
+         a principal on the plan's cli_approvers (nobody else's decision is acted \
+         on). The command shows this question again and asks before it acts; the \
+         key is single-use, as a Slack click is.\n\n\
+         Approve:\n{}\n\nReject:\n{}\n",
+        question_text(v.state, v.diagnosis, v.expires_at, v.readiness),
         c.approve,
         c.reject
     );

@@ -103,17 +103,53 @@ fn rpo_over_target_changes_the_approve_button_and_asks_to_confirm() {
 }
 
 #[test]
-fn the_cli_hint_says_where_the_token_is_without_containing_one() {
+fn the_cli_hint_names_the_handover_commands_by_key_without_a_token() {
     let (_, blocks) = build(Some(5.0), false);
     let hint = serde_json::to_string(block(&blocks, BLOCK_CLI)).unwrap();
-    assert!(hint.contains("APPROVAL#q2T8f3K9aZ0wXy1VbN4mLg"), "{hint}");
-    assert!(hint.contains("--table-name handover-shop"), "{hint}");
     assert!(
-        hint.contains("aws stepfunctions send-task-success --region ap-northeast-1"),
+        hint.contains(
+            "handover approve --key q2T8f3K9aZ0wXy1VbN4mLg --table handover-shop --region ap-northeast-1`"
+        ),
         "{hint}"
     );
-    assert!(hint.contains("--error Handover.Rejected"), "{hint}");
-    assert!(hint.contains("--task-token \\\"$TOKEN\\\""), "{hint}");
+    assert!(
+        hint.contains(
+            "handover reject --key q2T8f3K9aZ0wXy1VbN4mLg --table handover-shop --region ap-northeast-1"
+        ),
+        "{hint}"
+    );
+    assert!(hint.contains("cli_approvers"), "{hint}");
+    assert!(
+        !hint.contains("task_token") && !hint.contains("send-task"),
+        "{hint}"
+    );
+}
+
+#[test]
+fn approving_a_possible_data_loss_by_cli_says_so_in_the_command_and_the_question() {
+    let state = fixtures::state(Some(300.0));
+    let d = fixtures::diagnosis(Some(300.0));
+    assert!(d.rpo_over_target);
+    let now = fixtures::t0();
+    let v = ApprovalView {
+        state: &state,
+        diagnosis: &d,
+        key: "q2T8f3K9aZ0wXy1VbN4mLg",
+        requested_at: now,
+        expires_at: now + chrono::Duration::minutes(15),
+        cli: &cli(),
+        readiness: Some("readiness 12 min ago: 0 fail, 2 warn"),
+    };
+    assert!(cli_commands(&v).approve.ends_with(" --accept-data-loss"));
+    assert!(!cli_commands(&v).reject.contains("data-loss"));
+    let q = question_text(&state, &d, v.expires_at, v.readiness);
+    for want in [
+        "DATA LOSS: the RPO estimate (300 s) is over the target of 60 s",
+        "Last readiness: readiness 12 min ago: 0 fail, 2 warn",
+        &format!("— {}", state.input.incident_id),
+    ] {
+        assert!(q.contains(want), "{want:?} not in:\n{q}");
+    }
 }
 
 #[test]

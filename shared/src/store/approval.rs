@@ -4,6 +4,7 @@
 use super::primary::conditional_old;
 use super::{Attrs, Item, Store, StoreError, TTL_ATTRIBUTE, call_error, ms, n, s};
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
+use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::types::{ReturnValue, ReturnValuesOnConditionCheckFailure};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -57,6 +58,12 @@ pub struct NewApproval {
     pub requested_at: DateTime<Utc>,
     /// When it stops being valid.
     pub expires_at: DateTime<Utc>,
+    /// The question as the person was asked it (diagnosis, risk, RPO), in
+    /// plain text: `handover approve` shows the same before it decides.
+    pub question: String,
+    /// Approving accepts possible data loss (the RPO estimate is over the
+    /// target or unknown): the decision must acknowledge it.
+    pub data_loss: bool,
 }
 
 impl fmt::Debug for NewApproval {
@@ -67,8 +74,44 @@ impl fmt::Debug for NewApproval {
             .field("execution", &self.execution)
             .field("incident", &self.incident)
             .field("expires_at", &self.expires_at)
+            .field("data_loss", &self.data_loss)
             .finish()
     }
+}
+
+/// Which approval an operator means: its key (in the Slack message and the
+/// operator notice), its execution, or its incident.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApprovalSelector {
+    /// The approval key.
+    Key(String),
+    /// The execution ARN.
+    Execution(String),
+    /// The incident id (the execution's name).
+    Incident(String),
+}
+
+/// A stored approval as an operator sees it: everything but the task token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalRecord {
+    /// The key.
+    pub key: String,
+    /// Execution ARN.
+    pub execution: String,
+    /// Incident id.
+    pub incident: String,
+    /// When it was asked.
+    pub requested_at: DateTime<Utc>,
+    /// When it stops being valid.
+    pub expires_at: DateTime<Utc>,
+    /// The question as asked (empty for keys stored before it was kept).
+    pub question: String,
+    /// Approving accepts possible data loss.
+    pub data_loss: bool,
+    /// The decision, once someone decided: what, by whom, when.
+    pub decided: Option<(Decision, String, DateTime<Utc>)>,
+    /// When the decision was known to reach Step Functions.
+    pub delivered_at: Option<DateTime<Utc>>,
 }
 
 /// A consumed approval: what the `slack` function needs to resume the run.
@@ -155,6 +198,11 @@ fn approval_key(key: &str) -> String {
     format!("APPROVAL#{key}")
 }
 
+/// The pointer from an execution or an incident to its latest approval key.
+fn pointer_key(of: &str) -> String {
+    format!("APPROVAL_FOR#{of}")
+}
+
 impl Store {
     /// Store a pending approval. Conditional: never overwrites a key.
     pub async fn put_approval(&self, a: &NewApproval) -> Result<PutApprovalOutcome, StoreError> {
@@ -171,6 +219,8 @@ impl Store {
             n(a.expires_at.timestamp() + 24 * 3600),
         );
         item.insert("status".into(), s("pending"));
+        item.insert("question".into(), s(&a.question));
+        item.insert("data_loss".into(), AttributeValue::Bool(a.data_loss));
         let res = self
             .client()
             .put_item()
@@ -180,7 +230,10 @@ impl Store {
             .send()
             .await;
         match res {
-            Ok(_) => Ok(PutApprovalOutcome::Stored),
+            Ok(_) => {
+                self.put_approval_pointers(a).await?;
+                Ok(PutApprovalOutcome::Stored)
+            }
             Err(e)
                 if matches!(
                     e.as_service_error(),
@@ -191,6 +244,81 @@ impl Store {
             }
             Err(e) => Err(call_error("PutItem", &pk, e)),
         }
+    }
+
+    /// Point the execution and the incident at this key (the latest asked),
+    /// so an operator finds it by either. Written after the key: a pointer
+    /// never names a key that is not stored. If this write fails the call
+    /// fails, and the retried request stores (and points at) a fresh key.
+    async fn put_approval_pointers(&self, a: &NewApproval) -> Result<(), StoreError> {
+        let put = |of: &str| {
+            let pk = pointer_key(of);
+            let mut item = Self::key(&pk);
+            item.insert("key".into(), s(&a.key));
+            item.insert("execution".into(), s(&a.execution));
+            item.insert(
+                TTL_ATTRIBUTE.into(),
+                n(a.expires_at.timestamp() + 24 * 3600),
+            );
+            async move {
+                self.client()
+                    .put_item()
+                    .table_name(self.table())
+                    .set_item(Some(item))
+                    .send()
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| call_error("PutItem", &pk, e))
+            }
+        };
+        tokio::try_join!(put(&a.execution), put(&a.incident))?;
+        Ok(())
+    }
+
+    /// The approval `which` names, without its task token. `Ok(None)`: no
+    /// such key, or no approval was ever asked for that execution or incident.
+    pub async fn approval(
+        &self,
+        which: &ApprovalSelector,
+    ) -> Result<Option<ApprovalRecord>, StoreError> {
+        let key = match which {
+            ApprovalSelector::Key(k) => k.clone(),
+            ApprovalSelector::Execution(of) | ApprovalSelector::Incident(of) => {
+                let pk = pointer_key(of);
+                match self.get(&pk).await? {
+                    Some(item) => Attrs::new(&pk, &item).s("key")?,
+                    None => return Ok(None),
+                }
+            }
+        };
+        let pk = approval_key(&key);
+        let Some(item) = self.get(&pk).await? else {
+            return Ok(None);
+        };
+        let a = Attrs::new(&pk, &item);
+        let decision = match a.opt_s("decision")?.as_deref() {
+            Some("approve") => Some(Decision::Approve),
+            Some("reject") => Some(Decision::Reject),
+            _ => None,
+        };
+        let decided = match decision {
+            Some(d) => Some((d, a.s("decided_by")?, a.time_ms("decided_ms")?)),
+            None => None,
+        };
+        Ok(Some(ApprovalRecord {
+            key,
+            execution: a.s("execution")?,
+            incident: a.s("incident")?,
+            requested_at: a.time_ms("requested_ms")?,
+            expires_at: a.time_ms("expires_ms")?,
+            question: a.opt_s("question")?.unwrap_or_default(),
+            data_loss: match item.get("data_loss") {
+                Some(AttributeValue::Bool(b)) => *b,
+                _ => false,
+            },
+            decided,
+            delivered_at: a.opt_time_ms("delivered_ms")?,
+        }))
     }
 
     /// Consume `key` once: only a pending, unexpired key moves to decided.

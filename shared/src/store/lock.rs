@@ -24,6 +24,10 @@ pub struct LockState {
     pub cooldown_until: Option<DateTime<Utc>>,
     /// The last incident that released it.
     pub last_incident: Option<String>,
+    /// The execution ARN the holder starts (or started), when detect
+    /// recorded it: `handover release` checks it has ended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub execution: Option<String>,
 }
 
 /// Result of [`Store::acquire_lock`].
@@ -82,6 +86,7 @@ impl LockState {
             lease_until: a.opt_time_ms("lease_until_ms")?,
             cooldown_until: a.opt_time_ms("cooldown_until_ms")?,
             last_incident: a.opt_s("last_incident")?,
+            execution: a.opt_s("execution")?,
         })
     }
 }
@@ -101,7 +106,7 @@ impl Store {
     pub async fn acquire_lock(
         &self,
         incident: &str,
-        execution_name: &str,
+        execution: &str,
         now: DateTime<Utc>,
         lease: Duration,
     ) -> Result<AcquireOutcome, StoreError> {
@@ -112,7 +117,7 @@ impl Store {
             .table_name(self.table())
             .set_key(Some(Self::key(PK)))
             .update_expression(
-                "SET holder = :inc, execution_name = :x, acquired_ms = :now, lease_until_ms = :lease",
+                "SET holder = :inc, execution = :x, acquired_ms = :now, lease_until_ms = :lease",
             )
             .condition_expression(
                 "attribute_not_exists(pk) \
@@ -120,7 +125,7 @@ impl Store {
                      AND (attribute_not_exists(cooldown_until_ms) OR cooldown_until_ms <= :now))",
             )
             .expression_attribute_values(":inc", s(incident))
-            .expression_attribute_values(":x", s(execution_name))
+            .expression_attribute_values(":x", s(execution))
             .expression_attribute_values(":now", ms(now))
             .expression_attribute_values(":lease", ms(lease_until))
             .return_values(ReturnValue::AllOld)
@@ -177,7 +182,7 @@ impl Store {
             .set_key(Some(Self::key(PK)))
             .update_expression(
                 "SET cooldown_until_ms = :cool, last_incident = :inc, released_ms = :now \
-                 REMOVE holder, lease_until_ms, execution_name",
+                 REMOVE holder, lease_until_ms, execution",
             )
             .condition_expression("holder = :inc")
             .expression_attribute_values(":inc", s(incident))

@@ -1,0 +1,178 @@
+//! `handover release`: clear a transition or a lock an ended run left
+//! behind, after showing what holds it and checking that its execution has
+//! closed. A held transition refuses every later failover; a held lock
+//! blocks detect until its lease runs out.
+//!
+//! The transition is not simply deleted: P may be fenced. It goes through
+//! the same compensation the audit runs when a run ends
+//! (`handover::failover::compensate`): unfence P when nothing was promoted,
+//! move the record to S when S was, and leave it (with why) when the world
+//! cannot tell. The lock is released with the run's cooldown.
+
+use crate::Context;
+use handover::adapters::Rds;
+use handover::error::chain;
+use handover::execution::ExecutionInput;
+use handover::failover::compensate::{Compensation, compensate};
+use handover::report::audit::cooldown_of;
+use handover::report::sources::{ExecutionLookup, SfnHistory};
+use handover::store::lock::ReleaseOutcome;
+use std::collections::BTreeMap;
+use std::io::{BufRead, Write};
+
+/// The command's own flags.
+pub const FLAGS: &[&str] = &["--yes"];
+
+type Failure = (u8, String);
+
+fn refused(m: impl std::fmt::Display) -> Failure {
+    (3, format!("refused (nothing changed): {m}"))
+}
+
+fn failed(m: impl std::fmt::Display) -> Failure {
+    (4, format!("failed: {m}"))
+}
+
+/// Has `execution` closed? `Ok(None)`: it does not exist (detect took the
+/// lock and its StartExecution never landed). Returns its input when it does.
+async fn closed(
+    history: &SfnHistory,
+    execution: &str,
+) -> Result<Option<(String, Option<ExecutionInput>)>, Failure> {
+    match history.describe(execution).await {
+        Ok((status, input)) => {
+            if !status.is_terminal() {
+                return Err(refused(format!(
+                    "{execution} is {}: a live run holds it; let it end, or stop it (aws stepfunctions stop-execution) and let audit compensate",
+                    status.status
+                )));
+            }
+            Ok(Some((status.status, serde_json::from_str(&input).ok())))
+        }
+        Err(e) if e.code() == Some("ExecutionDoesNotExist") => Ok(None),
+        Err(e) => Err(failed(format!("reading {execution}: {}", chain(&e)))),
+    }
+}
+
+/// Release what ended runs hold.
+pub async fn release(
+    ctx: Context,
+    flags: &BTreeMap<&'static str, String>,
+) -> Result<String, Failure> {
+    let (record, lock) = tokio::join!(ctx.store.primary(), ctx.store.lock_state());
+    let record =
+        record.map_err(|e| failed(format!("reading the primary record: {}", chain(&e))))?;
+    let lock = lock.map_err(|e| failed(format!("reading the lock: {}", chain(&e))))?;
+    let transition = record.as_ref().and_then(|r| r.transition.clone());
+    let held = lock.as_ref().and_then(|l| {
+        l.holder
+            .clone()
+            .map(|h| (h, l.execution.clone(), l.lease_until))
+    });
+    if transition.is_none() && held.is_none() {
+        return Ok("nothing holds the failover: no transition, and the lock is free".into());
+    }
+    let history = SfnHistory::new(&ctx.aws, &ctx.region).await;
+    let mut shown = Vec::new();
+    let mut run_plan = None;
+    if let Some(t) = &transition {
+        let state = closed(&history, &t.execution).await?;
+        shown.push(format!(
+            "transition: {} holds it ({:?} toward {}, since {}); the run {}",
+            t.execution,
+            t.phase,
+            t.to_region,
+            t.since.format("%Y-%m-%d %H:%M:%S UTC"),
+            match &state {
+                Some((status, _)) => format!("ended {status}"),
+                None => "does not exist".into(),
+            }
+        ));
+        run_plan = state.and_then(|(_, i)| i).map(|i| i.plan);
+    }
+    if let Some((holder, execution, lease)) = &held {
+        let state = match execution {
+            Some(e) => Some((e.clone(), closed(&history, e).await?)),
+            None => None,
+        };
+        let Some((execution, state)) = state else {
+            return Err(refused(format!(
+                "{holder} holds the lock and the lock does not name its execution (taken before Handover recorded it): wait for its lease ({}) to run out",
+                lease.map_or("none".into(), |l| l
+                    .format("%Y-%m-%d %H:%M:%S UTC")
+                    .to_string())
+            )));
+        };
+        shown.push(format!(
+            "lock: {holder} holds it (lease until {}); its run {execution} {}",
+            lease.map_or("none".into(), |l| l
+                .format("%Y-%m-%d %H:%M:%S UTC")
+                .to_string()),
+            match &state {
+                Some((status, _)) => format!("ended {status}"),
+                None => "was never started".into(),
+            }
+        ));
+        if run_plan.is_none() {
+            run_plan = state.and_then(|(_, i)| i).map(|i| i.plan);
+        }
+    }
+    // The plan that ran decides the instances and the fence; the current
+    // one when the run left none (it never started).
+    let plan = run_plan.unwrap_or_else(|| ctx.plan.clone());
+    let what = shown.join("\n");
+    if !flags.contains_key("--yes") {
+        let mut err = std::io::stderr();
+        let _ = write!(
+            err,
+            "{what}\n\nType `release` to release it (P is unfenced if nothing was promoted): "
+        );
+        let _ = err.flush();
+        let mut line = String::new();
+        let ok = std::io::stdin().lock().read_line(&mut line).is_ok() && line.trim() == "release";
+        if !ok {
+            return Err(refused("not confirmed"));
+        }
+    }
+    let now = chrono::Utc::now();
+    let mut done = vec![what];
+    let mut unresolved = None;
+    if let Some(t) = &transition {
+        let p = Rds::new(&ctx.aws, &plan.regions.primary.region).await;
+        let s = Rds::new(&ctx.aws, &plan.regions.standby.region).await;
+        match compensate(&plan, &ctx.store, &t.execution, &p, &s, now).await {
+            Compensation::Nothing => done.push("transition: already gone".into()),
+            Compensation::Released { detail, .. } => {
+                done.push(format!("transition released: {detail}"));
+            }
+            Compensation::Completed { epoch } => done.push(format!(
+                "S had been promoted: the record now names S at epoch {epoch}. The run never finished: move traffic and the writer endpoint to S if it did not, then verify a write"
+            )),
+            Compensation::Unresolved { detail } => unresolved = Some(detail),
+        }
+    }
+    if let Some((holder, ..)) = &held {
+        match ctx
+            .store
+            .release_lock(holder, now, cooldown_of(&plan))
+            .await
+            .map_err(|e| failed(format!("releasing the lock: {}", chain(&e))))?
+        {
+            ReleaseOutcome::Released { cooldown_until } => done.push(format!(
+                "lock released; detect starts no run before {}",
+                cooldown_until.format("%Y-%m-%d %H:%M:%S UTC")
+            )),
+            ReleaseOutcome::NotHolder { holder: now_held } => done.push(format!(
+                "lock: no longer held by {holder} (now {})",
+                now_held.as_deref().unwrap_or("free")
+            )),
+        }
+    }
+    match unresolved {
+        Some(detail) => Err((
+            3,
+            format!("{}\ntransition NOT released: {detail}", done.join("\n")),
+        )),
+        None => Ok(done.join("\n")),
+    }
+}
