@@ -16,7 +16,21 @@ pub async fn readiness(
     flags: &BTreeMap<&'static str, String>,
 ) -> Result<String, (u8, String)> {
     let json = flags.contains_key("--json");
-    let r = evaluate_now(&ctx.aws, &ctx.plan, &ctx.store, chrono::Utc::now()).await;
+    let api = handover::slack::api::SlackApi::from_env().map_err(|e| {
+        (
+            4,
+            format!("the Slack client: {}", handover::error::chain(&e)),
+        )
+    })?;
+    let secrets = handover::slack::secrets::SecretsManager::new(
+        std::sync::Arc::new(handover::aws::Aws::named(handover::aws::CLI_APP_NAME)),
+        ctx.plan.regions.standby.region.clone(),
+    );
+    let slack = handover::readiness::SlackReader {
+        api: &api,
+        secrets: &secrets,
+    };
+    let r = evaluate_now(&ctx.aws, &slack, &ctx.plan, &ctx.store, chrono::Utc::now()).await;
     let text = if json {
         serde_json::to_string_pretty(&r).unwrap_or_default()
     } else {

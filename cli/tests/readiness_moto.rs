@@ -2,14 +2,15 @@
 //! plan names and says what would break a failover, with the fix.
 
 use handover::plan::{Canary, Plan};
+use handover::slack::stand_in::SlackStandIn;
 use handover_testkit::world::{
-    provision_databases, provision_dns, put_db_secret, put_replica_lag, test_postgres,
-    test_postgres_cas, unique_plan,
+    provision_databases, provision_dns, provision_fence_group, put_db_secret, put_replica_lag,
+    test_postgres, test_postgres_cas, unique_plan,
 };
 use handover_testkit::{TEST_REGION, aws, fresh_store};
 use std::process::Command;
 
-fn readiness(plan: &Plan, table: &str, json: bool) -> (i32, String, String) {
+fn readiness(plan: &Plan, table: &str, slack: &str, json: bool) -> (i32, String, String) {
     let file = std::env::temp_dir().join(handover_testkit::unique("plan") + ".json");
     std::fs::write(&file, serde_json::to_string(plan).unwrap()).unwrap();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_handover"));
@@ -18,7 +19,8 @@ fn readiness(plan: &Plan, table: &str, json: bool) -> (i32, String, String) {
         .args(["--region", TEST_REGION])
         .env("AWS_ENDPOINT_URL", handover_testkit::endpoint())
         .env("AWS_ACCESS_KEY_ID", "test")
-        .env("AWS_SECRET_ACCESS_KEY", "test");
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("SLACK_API_BASE", slack);
     if json {
         cmd.arg("--json");
     }
@@ -30,12 +32,27 @@ fn readiness(plan: &Plan, table: &str, json: bool) -> (i32, String, String) {
     )
 }
 
-/// A world as the plan needs it: P and its replica, the failover records,
-/// ReplicaLag, the canary's PostgreSQL and secrets, S's SSM parameter.
-async fn world(canary_user: &str) -> (Plan, String) {
+/// A world as the plan needs it: P and its replica, the fence group, the
+/// failover records, ReplicaLag, the canary's PostgreSQL and secrets, S's
+/// SSM parameter, and Slack (the stand-in, with the bot token in Secrets
+/// Manager).
+async fn world(canary_user: &str) -> (Plan, String, SlackStandIn) {
     let aws = aws();
     let mut plan = unique_plan();
+    provision_fence_group(&aws, &mut plan).await;
     provision_databases(&aws, &plan).await;
+    let slack = SlackStandIn::start().await.unwrap();
+    plan.slack.bot_token_secret_arn = aws
+        .secrets(TEST_REGION)
+        .await
+        .create_secret()
+        .name(handover_testkit::unique("slack-bot"))
+        .secret_string("xoxb-readiness-test-token")
+        .send()
+        .await
+        .unwrap()
+        .arn
+        .unwrap();
     provision_dns(&aws, &mut plan, "p-alb.ap-northeast-2.elb.amazonaws.com").await;
     let s = &plan.regions.standby;
     put_replica_lag(&aws, &s.region, &s.db_instance_id, 1.0, chrono::Utc::now()).await;
@@ -96,13 +113,13 @@ async fn world(canary_user: &str) -> (Plan, String) {
         )
         .await
         .unwrap();
-    (plan, store.table().to_owned())
+    (plan, store.table().to_owned(), slack)
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_secret_naming_another_user_than_the_replicas_master_fails_readiness_with_its_fix() {
-    let (plan, table) = world("app_user").await;
-    let (code, out, err) = readiness(&plan, &table, false);
+    let (plan, table, slack) = world("app_user").await;
+    let (code, out, err) = readiness(&plan, &table, &slack.api_base(), false);
     assert_eq!(code, 5, "{out}{err}");
     assert!(out.contains("FAIL secrets.db_user"), "{out}");
     assert!(
@@ -112,10 +129,10 @@ async fn a_secret_naming_another_user_than_the_replicas_master_fails_readiness_w
     assert!(out.contains("Fix: Put S's master user"), "{out}");
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_world_the_plan_needs_is_ready_and_json_names_every_check() {
-    let (plan, table) = world("handover").await;
-    let (code, out, err) = readiness(&plan, &table, true);
+    let (plan, table, slack) = world("handover").await;
+    let (code, out, err) = readiness(&plan, &table, &slack.api_base(), true);
     assert_eq!(code, 0, "{out}{err}");
     let r: handover::readiness::Readiness = serde_json::from_str(&out).expect("JSON");
     let verdict = |id: &str| {
@@ -139,6 +156,10 @@ async fn the_world_the_plan_needs_is_ready_and_json_names_every_check() {
         "state.primary_record",
         "state.transition",
         "state.lock",
+        "fence.group",
+        "slack.bot_token",
+        "slack.channel",
+        "slack.approver",
     ] {
         assert_eq!(verdict(id), Pass, "{id}: {out}");
     }
@@ -149,4 +170,50 @@ async fn the_world_the_plan_needs_is_ready_and_json_names_every_check() {
         out.contains("TLS certificate verified for localhost"),
         "{out}"
     );
+}
+
+/// Drift made in the real parts: an inbound rule added to the fence group
+/// in EC2, the bot removed from the channel in Slack, an approver
+/// deactivated. Each is caught with its fix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fence_group_that_admits_anyone_and_a_bot_outside_the_channel_fail_readiness() {
+    let (plan, table, slack) = world("handover").await;
+    let aws = aws();
+    aws.ec2(&plan.regions.primary.region)
+        .await
+        .authorize_security_group_ingress()
+        .group_id(&plan.regions.primary.fence_security_group_id)
+        .ip_protocol("tcp")
+        .from_port(5432)
+        .to_port(5432)
+        .cidr_ip("10.0.0.0/8")
+        .send()
+        .await
+        .unwrap();
+    slack.leave_channel(&plan.slack.channel);
+    slack.deactivate_user(&plan.slack.approvers[0].user_id);
+    let (code, out, err) = readiness(&plan, &table, &slack.api_base(), false);
+    assert_eq!(code, 5, "{out}{err}");
+    for want in [
+        "FAIL fence.group: observed ",
+        "allows in: tcp 5432 from 10.0.0.0/8",
+        "Fix: Remove every inbound rule from the fence group",
+        &format!(
+            "FAIL slack.channel: observed the bot is not a member of {}",
+            plan.slack.channel
+        ),
+        "Fix: Invite the bot to the channel",
+        "WARN slack.approver",
+        "is deactivated",
+    ] {
+        assert!(out.contains(want), "{want:?} not in:\n{out}");
+    }
+    // The bot token was sent as Slack expects it, and never printed.
+    let calls = slack.calls();
+    assert!(
+        calls.iter().any(|c| c.path == "/api/auth.test"
+            && c.authorization.as_deref() == Some("Bearer xoxb-readiness-test-token")),
+        "{calls:?}"
+    );
+    assert!(!out.contains("xoxb-") && !err.contains("xoxb-"));
 }

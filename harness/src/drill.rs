@@ -270,6 +270,7 @@ impl Drill {
                 .await;
         plan.dns.read_url = Some(format!("{}/health", front.url));
         plan.dns.served_by_header = Some("x-served-by".into());
+        crate::world::provision_fence_group(&aws, &mut plan).await;
         provision_databases(&aws, &plan).await;
         // RDS takes its time, as in AWS (compressed; README, "The emulated world").
         crate::campaign::realistic_pair(&plan).await;

@@ -451,8 +451,8 @@ mod tests {
         }
         assert_eq!(
             of_type("AWS::Lambda::EventInvokeConfig"),
-            2,
-            "detect and audit"
+            3,
+            "detect, audit and readiness"
         );
     }
 
@@ -555,6 +555,40 @@ mod tests {
             click["isBase64Encoded"], true,
             "a form body arrives base64-encoded"
         );
+    }
+
+    #[test]
+    fn readiness_runs_after_its_own_stack_completes_a_deploy_only() {
+        let text = std::fs::read_to_string(
+            crate::lambdas::workspace_root()
+                .join("functions/readiness/events/stack-status-change.json"),
+        )
+        .unwrap();
+        let fixture: Value = serde_json::from_str(&text).unwrap();
+        let stack = fixture["detail"]["stack-id"].as_str().unwrap().to_owned();
+        let deliver = |status: &str, stack_id: &str| {
+            let mut detail = fixture["detail"].clone();
+            detail["status-details"]["status"] = json!(status);
+            std::panic::catch_unwind(|| {
+                rule_event(
+                    "ReadinessFunction",
+                    "ap-northeast-1",
+                    fixture["source"].as_str().unwrap(),
+                    fixture["detail-type"].as_str().unwrap(),
+                    &[],
+                    detail,
+                    &[("AWS::StackId", stack_id)],
+                )
+            })
+            .is_ok()
+        };
+        assert!(deliver("UPDATE_COMPLETE", &stack));
+        assert!(deliver("CREATE_COMPLETE", &stack));
+        assert!(!deliver("UPDATE_ROLLBACK_COMPLETE", &stack));
+        assert!(!deliver(
+            "UPDATE_COMPLETE",
+            "arn:aws:cloudformation:ap-northeast-1:123456789012:stack/other/1"
+        ));
     }
 
     #[test]

@@ -478,3 +478,32 @@ pub async fn p_security_groups(aws: &Aws, plan: &Plan) -> Vec<String> {
         })
         .unwrap_or_default()
 }
+
+/// The fence group as EC2 holds it in P's Region: a VPC and a security
+/// group with no inbound rule (moto gives it the default egress rule, as
+/// EC2 does). The plan names it, as an operator sets
+/// `regions.primary.fence_security_group_id`. Returns the VPC.
+pub async fn provision_fence_group(aws: &Aws, plan: &mut Plan) -> String {
+    let ec2 = aws.ec2(&plan.regions.primary.region).await;
+    let vpc = ec2
+        .create_vpc()
+        .cidr_block("10.20.0.0/16")
+        .send()
+        .await
+        .expect("create the VPC in moto")
+        .vpc
+        .and_then(|v| v.vpc_id)
+        .expect("a VPC id");
+    let group = ec2
+        .create_security_group()
+        .group_name(crate::unique("handover-fence"))
+        .description("Handover fence: no inbound rule")
+        .vpc_id(&vpc)
+        .send()
+        .await
+        .expect("create the fence group in moto")
+        .group_id
+        .expect("a group id");
+    plan.regions.primary.fence_security_group_id = group;
+    vpc
+}

@@ -89,6 +89,11 @@ impl Aws {
     pub async fn sfn(&self, region: &str) -> aws_sdk_sfn::Client {
         aws_sdk_sfn::Client::new(&self.config(region).await)
     }
+    /// EC2 in `region` (readiness reads the fence group).
+    #[cfg(feature = "ec2")]
+    pub async fn ec2(&self, region: &str) -> aws_sdk_ec2::Client {
+        aws_sdk_ec2::Client::new(&self.config(region).await)
+    }
     /// RDS in `region`.
     pub async fn rds(&self, region: &str) -> aws_sdk_rds::Client {
         aws_sdk_rds::Client::new(&self.config(region).await)

@@ -57,13 +57,69 @@ pub struct Outcome {
     pub sns: Option<String>,
 }
 
-/// One evaluation. Only EventBridge Scheduler's payload is accepted (the
-/// template's trigger); anything else is `Handover.InvalidInput` and reads nothing.
+/// What started this evaluation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Trigger {
+    /// The 30-minute schedule (EventBridge Scheduler).
+    Schedule,
+    /// The stack was deployed: CloudFormation's status change, once.
+    Deployed {
+        /// The stack ARN.
+        stack: String,
+        /// `CREATE_COMPLETE` or `UPDATE_COMPLETE`.
+        status: String,
+    },
+}
+
+/// The two payloads the template delivers: EventBridge Scheduler's, and
+/// CloudFormation's "CloudFormation Stack Status Change" for a completed
+/// create or update (the `AfterDeploy` rule). Anything else is
+/// `Handover.InvalidInput`, naming what arrived.
+pub fn trigger_of(event: serde_json::Value) -> Result<Trigger, FunctionError> {
+    if event["source"] != "aws.cloudformation" {
+        handover::scheduler::SchedulerEvent::parse(event, "readiness")?;
+        return Ok(Trigger::Schedule);
+    }
+    if event["detail-type"] != "CloudFormation Stack Status Change" {
+        return Err(FunctionError::invalid_input(format!(
+            "a CloudFormation event of detail-type {} (readiness takes \"CloudFormation Stack Status Change\")",
+            event["detail-type"]
+        )));
+    }
+    let detail = &event["detail"];
+    let (Some(stack), Some(status)) = (
+        detail["stack-id"].as_str(),
+        detail["status-details"]["status"].as_str(),
+    ) else {
+        return Err(FunctionError::invalid_input(
+            "CloudFormation Stack Status Change without detail.stack-id and detail.status-details.status",
+        ));
+    };
+    if !matches!(status, "CREATE_COMPLETE" | "UPDATE_COMPLETE") {
+        return Err(FunctionError::invalid_input(format!(
+            "stack {stack} is {status}: readiness runs after a completed create or update only"
+        )));
+    }
+    Ok(Trigger::Deployed {
+        stack: stack.to_owned(),
+        status: status.to_owned(),
+    })
+}
+
+/// One evaluation, on the schedule or right after a deploy; any other
+/// payload is `Handover.InvalidInput` and reads nothing.
 pub async fn handler(event: serde_json::Value, deps: &Deps) -> Result<Outcome, FunctionError> {
-    handover::scheduler::SchedulerEvent::parse(event, "readiness")?;
+    let trigger = trigger_of(event)?;
+    if let Trigger::Deployed { stack, status } = &trigger {
+        info!(stack, status, "the stack was deployed: readiness runs now");
+    }
     let plan = &deps.plan;
     let now = chrono::Utc::now();
-    let r = evaluate_now(&deps.aws, plan, &deps.store, now).await;
+    let slack = handover::readiness::SlackReader {
+        api: &deps.slack,
+        secrets: &deps.slack_secrets,
+    };
+    let r = evaluate_now(&deps.aws, &slack, plan, &deps.store, now).await;
     let change = deps.store.record_readiness(&r, now).await?;
     info!(summary = %r.summary(), changed = matches!(change, ReadinessChange::Changed { .. }), "readiness evaluated");
     let ReadinessChange::Changed { previous } = change else {
@@ -174,6 +230,38 @@ mod tests {
     /// EventBridge Scheduler's payload for the template's schedule (shape:
     /// the recorded Scheduler event in functions/detect/events/README.md).
     const EVENT: &str = include_str!("../events/scheduled.json");
+    /// CloudFormation's stack status change (shape: the CloudFormation User
+    /// Guide, "Stack Status Change event detail"; see events/README.md).
+    const DEPLOYED: &str = include_str!("../events/stack-status-change.json");
+
+    #[test]
+    fn a_completed_deploy_runs_readiness_and_other_stack_events_are_refused() {
+        use super::{Trigger, trigger_of};
+        let v: serde_json::Value = serde_json::from_str(DEPLOYED).unwrap();
+        assert_eq!(
+            trigger_of(v.clone()).unwrap(),
+            Trigger::Deployed {
+                stack: v["detail"]["stack-id"].as_str().unwrap().into(),
+                status: "UPDATE_COMPLETE".into()
+            }
+        );
+        let mut failed = v.clone();
+        failed["detail"]["status-details"]["status"] =
+            serde_json::json!("UPDATE_ROLLBACK_COMPLETE");
+        let e = trigger_of(failed).unwrap_err();
+        assert!(e.message.contains("completed create or update only"), "{e}");
+        let mut other = v.clone();
+        other["detail-type"] = serde_json::json!("CloudFormation Resource Status Change");
+        assert!(
+            trigger_of(other)
+                .unwrap_err()
+                .message
+                .contains("detail-type")
+        );
+        let mut bare = v;
+        bare["detail"] = serde_json::json!({});
+        assert!(trigger_of(bare).unwrap_err().message.contains("stack-id"));
+    }
 
     #[test]
     fn the_schedulers_payload_parses_and_a_rule_payload_is_refused_saying_why() {

@@ -35,6 +35,9 @@ pub struct DbInstance {
     pub latest_restorable_time: Option<DateTime<Utc>>,
     /// Endpoint address.
     pub endpoint: Option<String>,
+    /// The VPC of its DB subnet group (`None` outside a VPC, or not said).
+    #[serde(default)]
+    pub vpc_id: Option<String>,
 }
 
 /// Describe DB instances.
@@ -117,6 +120,10 @@ impl From<&aws_sdk_rds::types::DbInstance> for DbInstance {
             backup_retention_days: d.backup_retention_period().unwrap_or(0),
             latest_restorable_time: to_time(d.latest_restorable_time()),
             endpoint: d.endpoint().and_then(|e| e.address()).map(str::to_owned),
+            vpc_id: d
+                .db_subnet_group()
+                .and_then(|g| g.vpc_id())
+                .map(str::to_owned),
         }
     }
 }

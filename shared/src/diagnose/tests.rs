@@ -34,6 +34,7 @@ fn db(id: &str, status: &str, source: Option<&str>) -> DbInstance {
         backup_retention_days: 0,
         latest_restorable_time: None,
         endpoint: None,
+        vpc_id: None,
     }
 }
 

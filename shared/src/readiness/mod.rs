@@ -12,9 +12,10 @@
 //! is a pure function of it, so each check is tested on the drift it
 //! catches.
 //!
-//! Not checked here yet, and said so in the result: the fence security
-//! group's rules (EC2 DescribeSecurityGroups), IAM policy simulation of the
-//! functions' roles, Slack's bot token, channel membership and approvers.
+//! Not checked here: IAM policy simulation of the functions' roles
+//! (`scripts/iam_check.py` proves at build time that each role grants
+//! exactly what its code calls), S's capacity (ECS, Auto Scaling, EKS) and
+//! RDS pending maintenance.
 
 use crate::adapters::{AwsError, DbInspector, DbInstance, LagSample, ReplicaLag};
 use crate::aws::GLOBAL_METRICS_REGION;
@@ -156,6 +157,45 @@ pub struct HealthCheckTarget {
     pub kind: String,
 }
 
+/// The fence security group as EC2 describes it (DescribeSecurityGroups).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FenceGroup {
+    /// `sg-…`.
+    pub id: String,
+    /// Its VPC.
+    pub vpc_id: Option<String>,
+    /// Its inbound rules, one line each (`tcp 5432 from 10.0.0.0/8`).
+    pub ingress: Vec<String>,
+}
+
+/// What Slack says of the bot, its channel and the approvers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlackFacts {
+    /// `auth.test`: the bot's workspace and user id.
+    pub bot: Result<(String, String), String>,
+    /// `conversations.info`: is the bot a member of the plan's channel?
+    pub in_channel: Result<bool, String>,
+    /// `users.info` of each approver: `Ok(Some(deleted))`, `Ok(None)` when
+    /// the workspace does not know them.
+    pub approvers: Vec<(String, Result<Option<bool>, String>)>,
+}
+
+impl SlackFacts {
+    /// Every read failed the same way (the bot token could not be read).
+    pub fn unreadable(plan: &Plan, e: &str) -> Self {
+        SlackFacts {
+            bot: Err(e.to_owned()),
+            in_channel: Err(e.to_owned()),
+            approvers: plan
+                .slack
+                .approvers
+                .iter()
+                .map(|a| (a.user_id.clone(), Err(e.to_owned())))
+                .collect(),
+        }
+    }
+}
+
 /// Everything [`evaluate`] reads; `Err` keeps the call's error text.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Snapshot {
@@ -181,6 +221,10 @@ pub struct Snapshot {
     pub primary: Result<Option<PrimaryRecord>, String>,
     /// Handover's lock.
     pub lock: Result<Option<LockState>, String>,
+    /// The fence group in P's Region (`Ok(None)`: no such group).
+    pub fence_group: Result<Option<FenceGroup>, String>,
+    /// Slack, as the bot sees it.
+    pub slack: SlackFacts,
 }
 
 fn check(id: &str, verdict: Verdict, observed: String, expected: &str, fix: &str) -> Check {
@@ -414,6 +458,158 @@ pub fn evaluate(plan: &Plan, s: &Snapshot) -> Readiness {
             "Fix the route, security group, credentials or CA bundle between the canary and S now: verify cannot prove a write otherwise.",
         )),
         None => {}
+    }
+    // --- The fence -----------------------------------------------------------
+    let fence_id = &p.fence_security_group_id;
+    let expected = "the fence group exists in P's VPC and allows nothing in";
+    out.push(match &s.fence_group {
+        Ok(None) => check(
+            "fence.group",
+            Verdict::Fail,
+            format!("no security group {fence_id} in {}", p.region),
+            expected,
+            "Create a security group with no inbound rule in P's VPC and set regions.primary.fence_security_group_id to it: RDS refuses the fence's modify with a group it does not know.",
+        ),
+        Ok(Some(g)) if !g.ingress.is_empty() => check(
+            "fence.group",
+            Verdict::Fail,
+            format!("{} allows in: {}", g.id, g.ingress.join("; ")),
+            expected,
+            "Remove every inbound rule from the fence group: a fence that admits anyone lets P's writers go on writing after the failover (split brain).",
+        ),
+        Ok(Some(g)) => {
+            let p_vpc = p_db.and_then(|d| d.vpc_id.as_deref());
+            match (g.vpc_id.as_deref(), p_vpc) {
+                (Some(a), Some(b)) if a != b => check(
+                    "fence.group",
+                    Verdict::Fail,
+                    format!("{} is in {a}, P is in {b}", g.id),
+                    expected,
+                    "Create the fence group in P's VPC: RDS refuses a group of another VPC, so the fence could not be applied.",
+                ),
+                (vpc, p_vpc) => check(
+                    "fence.group",
+                    Verdict::Pass,
+                    format!(
+                        "{} has no inbound rule{}",
+                        g.id,
+                        match (vpc, p_vpc) {
+                            (Some(v), Some(_)) => format!(", in P's VPC {v}"),
+                            (Some(v), None) => format!(", in {v} (RDS names no VPC for P: not compared)"),
+                            _ => String::new(),
+                        }
+                    ),
+                    expected,
+                    "",
+                ),
+            }
+        }
+        Err(e) => unread("fence.group", "the fence group", e, expected),
+    });
+    // --- Slack ---------------------------------------------------------------
+    let slack_unread = |id: &str, what: &str, e: &str, expected: &str| {
+        check(
+            id,
+            Verdict::Fail,
+            format!("{what}: {e}"),
+            expected,
+            "Nobody could be asked in Slack: fix the bot token (Secrets Manager), its scopes (channels:read, groups:read, users:read, chat:write) or Slack's reachability; until then approvals go to the operator topic and `handover approve`.",
+        )
+    };
+    match &s.slack.bot {
+        Ok((team, user)) => {
+            let other_team = plan.slack.team_id.as_deref().is_some_and(|t| t != team);
+            out.push(check(
+                "slack.bot_token",
+                if other_team { Verdict::Fail } else { Verdict::Pass },
+                format!("the bot token is valid: bot {user} in workspace {team}"),
+                &match &plan.slack.team_id {
+                    Some(t) => format!("a valid bot token of workspace {t}"),
+                    None => "a valid bot token".to_owned(),
+                },
+                "The token is of another workspace than slack.team_id: clicks would be refused; store the right workspace's bot token.",
+            ));
+        }
+        Err(e) => out.push(slack_unread(
+            "slack.bot_token",
+            "auth.test failed",
+            e,
+            "a valid bot token",
+        )),
+    }
+    let channel = &plan.slack.channel;
+    out.push(match &s.slack.in_channel {
+        Ok(true) => check(
+            "slack.channel",
+            Verdict::Pass,
+            format!("the bot is in {channel}"),
+            "the bot is a member of the approval channel",
+            "",
+        ),
+        Ok(false) => check(
+            "slack.channel",
+            Verdict::Fail,
+            format!("the bot is not a member of {channel}"),
+            "the bot is a member of the approval channel",
+            "Invite the bot to the channel (/invite @handover): chat.postMessage fails with not_in_channel, and the approval goes to the operator topic instead.",
+        ),
+        Err(e) => slack_unread(
+            "slack.channel",
+            &format!("conversations.info of {channel} failed"),
+            e,
+            "the bot is a member of the approval channel",
+        ),
+    });
+    for (user, found) in &s.slack.approvers {
+        let name = plan
+            .approver(user)
+            .map_or(user.as_str(), |a| a.name.as_str());
+        let expected = "every approver on the list is an active member of the workspace";
+        out.push(match found {
+            Ok(Some(false)) => check(
+                "slack.approver",
+                Verdict::Pass,
+                format!("{name} ({user}) is active"),
+                expected,
+                "",
+            ),
+            Ok(Some(true)) => check(
+                "slack.approver",
+                Verdict::Warn,
+                format!("{name} ({user}) is deactivated"),
+                expected,
+                "Replace them in slack.approvers: a deactivated person cannot click, so fewer people can decide at 3 a.m.",
+            ),
+            Ok(None) => check(
+                "slack.approver",
+                Verdict::Warn,
+                format!("{name} ({user}) is not in the workspace"),
+                expected,
+                "Correct the user id in slack.approvers (Slack profile → Copy member ID).",
+            ),
+            Err(e) => check(
+                "slack.approver",
+                Verdict::Warn,
+                format!("users.info of {user} failed: {e}"),
+                expected,
+                "Grant the bot the users:read scope, or retry if Slack was unreachable.",
+            ),
+        });
+    }
+    if !s.slack.approvers.is_empty()
+        && s.slack
+            .approvers
+            .iter()
+            .all(|(_, f)| !matches!(f, Ok(Some(false))))
+        && s.slack.approvers.iter().any(|(_, f)| f.is_ok())
+    {
+        out.push(check(
+            "slack.approvers_left",
+            Verdict::Fail,
+            "no approver on the list is an active member".into(),
+            "at least one active approver",
+            "Nobody can approve in Slack: add active people to slack.approvers (and IAM principals to cli_approvers).",
+        ));
     }
     // --- Detection ---------------------------------------------------------
     let record = &plan.dns.record_name;
@@ -677,13 +873,6 @@ pub fn evaluate(plan: &Plan, s: &Snapshot) -> Readiness {
         ),
         Err(e) => unread("state.lock", "the lock", e, "no lock held past its lease"),
     });
-    out.push(check(
-        "not_checked",
-        Verdict::Warn,
-        "the fence group's rules, IAM policy simulation and Slack (bot token, channel, approvers) are not checked by this version".into(),
-        "every check of the readiness issue",
-        "Check them by hand after each change until readiness covers them.",
-    ));
     Readiness {
         at: s.at,
         checks: out,
@@ -733,8 +922,208 @@ impl DnsConfig for crate::adapters::Route53 {
     }
 }
 
+/// EC2 reads readiness needs: the fence group.
+pub trait FenceGroups {
+    /// Security group `id` (`Ok(None)`: no such group).
+    fn fence_group(
+        &self,
+        id: &str,
+    ) -> impl std::future::Future<Output = Result<Option<FenceGroup>, AwsError>> + Send;
+}
+
+/// EC2 in P's Region (DescribeSecurityGroups).
+#[cfg(feature = "ec2")]
+#[derive(Debug, Clone)]
+pub struct Ec2Groups {
+    client: aws_sdk_ec2::Client,
+    region: String,
+}
+
+#[cfg(feature = "ec2")]
+impl Ec2Groups {
+    /// EC2 in `region`.
+    pub async fn new(aws: &crate::aws::Aws, region: &str) -> Self {
+        Self {
+            client: aws.ec2(region).await,
+            region: region.to_owned(),
+        }
+    }
+}
+
+/// One inbound rule in words: `tcp 5432 from 10.0.0.0/8, sg-1`.
+#[cfg(feature = "ec2")]
+fn rule_text(p: &aws_sdk_ec2::types::IpPermission) -> String {
+    let proto = match p.ip_protocol().unwrap_or("?") {
+        "-1" => "all traffic".to_owned(),
+        other => other.to_owned(),
+    };
+    let ports = match (p.from_port(), p.to_port()) {
+        (Some(a), Some(b)) if a == b && a >= 0 => format!(" {a}"),
+        (Some(a), Some(b)) if a >= 0 => format!(" {a}-{b}"),
+        _ => String::new(),
+    };
+    let from: Vec<String> = p
+        .ip_ranges()
+        .iter()
+        .filter_map(|r| r.cidr_ip().map(str::to_owned))
+        .chain(
+            p.ipv6_ranges()
+                .iter()
+                .filter_map(|r| r.cidr_ipv6().map(str::to_owned)),
+        )
+        .chain(
+            p.prefix_list_ids()
+                .iter()
+                .filter_map(|r| r.prefix_list_id().map(str::to_owned)),
+        )
+        .chain(
+            p.user_id_group_pairs()
+                .iter()
+                .filter_map(|r| r.group_id().map(str::to_owned)),
+        )
+        .collect();
+    format!("{proto}{ports} from {}", from.join(", "))
+}
+
+#[cfg(feature = "ec2")]
+impl FenceGroups for Ec2Groups {
+    async fn fence_group(&self, id: &str) -> Result<Option<FenceGroup>, AwsError> {
+        match self
+            .client
+            .describe_security_groups()
+            .group_ids(id)
+            .send()
+            .await
+        {
+            Ok(out) => Ok(out.security_groups().first().map(|g| FenceGroup {
+                id: g.group_id().unwrap_or(id).to_owned(),
+                vpc_id: g.vpc_id().map(str::to_owned),
+                ingress: g.ip_permissions().iter().map(rule_text).collect(),
+            })),
+            Err(e) => {
+                let e =
+                    crate::adapters::call_error("ec2", "DescribeSecurityGroups", &self.region, e);
+                match e.code() {
+                    Some("InvalidGroup.NotFound" | "InvalidGroupId.Malformed") => Ok(None),
+                    _ => Err(e),
+                }
+            }
+        }
+    }
+}
+
+/// A build without the EC2 client (only the readiness function and the CLI
+/// enable feature `ec2`): the fence group is reported unread.
+#[cfg(not(feature = "ec2"))]
+#[derive(Debug, Clone, Copy)]
+pub struct Ec2Groups;
+
+#[cfg(not(feature = "ec2"))]
+impl Ec2Groups {
+    /// No client.
+    pub async fn new(_aws: &crate::aws::Aws, _region: &str) -> Self {
+        Ec2Groups
+    }
+}
+
+#[cfg(not(feature = "ec2"))]
+impl FenceGroups for Ec2Groups {
+    async fn fence_group(&self, _id: &str) -> Result<Option<FenceGroup>, AwsError> {
+        Err(AwsError::Shape {
+            service: "ec2",
+            op: "DescribeSecurityGroups",
+            region: String::new(),
+            problem: "this binary is built without feature `ec2`".into(),
+        })
+    }
+}
+
+/// Slack reads readiness needs (read methods only).
+pub trait SlackReads {
+    /// The bot, its channel and the approvers, for `plan`.
+    fn facts(&self, plan: &Plan) -> impl std::future::Future<Output = SlackFacts> + Send;
+}
+
+/// Slack's Web API with the plan's bot token.
+pub struct SlackReader<'a, R> {
+    /// The Web API.
+    pub api: &'a crate::slack::api::SlackApi,
+    /// Where the bot token is.
+    pub secrets: &'a R,
+}
+
+impl<R: crate::slack::secrets::SecretReader + Sync> SlackReads for SlackReader<'_, R> {
+    async fn facts(&self, plan: &Plan) -> SlackFacts {
+        use crate::slack::secrets::{SlackSecret, read_slack};
+        let token = match read_slack(
+            self.secrets,
+            &plan.slack.bot_token_secret_arn,
+            SlackSecret::BotToken,
+        )
+        .await
+        {
+            Ok(t) => t,
+            Err(e) => {
+                return SlackFacts::unreadable(
+                    plan,
+                    &format!("the bot token: {}", crate::error::chain(&e)),
+                );
+            }
+        };
+        let text = |e: crate::slack::api::SlackError| crate::error::chain(&e);
+        let token = &token;
+        let bot = async {
+            let a = self.api.read(token, "auth.test", &[]).await.map_err(text)?;
+            Ok::<(String, String), String>((
+                a["team_id"].as_str().unwrap_or_default().to_owned(),
+                a["user_id"].as_str().unwrap_or_default().to_owned(),
+            ))
+        };
+        let channel = async {
+            let a = self
+                .api
+                .read(
+                    token,
+                    "conversations.info",
+                    &[("channel", &plan.slack.channel)],
+                )
+                .await
+                .map_err(text)?;
+            // A private channel the bot is not in answers channel_not_found;
+            // a public one answers is_member.
+            Ok::<bool, String>(a["channel"]["is_member"].as_bool().unwrap_or(false))
+        };
+        let approvers =
+            futures_util::future::join_all(plan.slack.approvers.iter().map(|a| async {
+                let found = match self
+                    .api
+                    .read(token, "users.info", &[("user", &a.user_id)])
+                    .await
+                {
+                    Ok(u) => Ok(Some(u["user"]["deleted"].as_bool().unwrap_or(false))),
+                    Err(crate::slack::api::SlackError::Api { error, .. })
+                        if error == "user_not_found" =>
+                    {
+                        Ok(None)
+                    }
+                    Err(e) => Err(text(e)),
+                };
+                (a.user_id.clone(), found)
+            }));
+        let (bot, in_channel, approvers) = tokio::join!(bot, channel, approvers);
+        SlackFacts {
+            bot,
+            in_channel: match in_channel {
+                Err(e) if e.contains("channel_not_found") => Ok(false),
+                other => other,
+            },
+            approvers,
+        }
+    }
+}
+
 /// The read calls [`observe`] makes.
-pub struct Sources<'a, P, S, L, C, A, R, K, U> {
+pub struct Sources<'a, P, S, L, C, A, R, K, U, F, W> {
     /// RDS in P's Region.
     pub p_rds: &'a P,
     /// RDS in S's Region.
@@ -753,12 +1142,17 @@ pub struct Sources<'a, P, S, L, C, A, R, K, U> {
     pub usernames: &'a U,
     /// Handover's table.
     pub store: &'a crate::store::Store,
+    /// EC2 in P's Region.
+    pub fence: &'a F,
+    /// Slack.
+    pub slack: &'a W,
 }
 
 /// Read the world with the real adapters (the readiness function and
 /// `handover readiness`) and evaluate it.
-pub async fn evaluate_now(
+pub async fn evaluate_now<W: SlackReads + Sync>(
     aws: &crate::aws::Aws,
+    slack: &W,
     plan: &Plan,
     store: &crate::store::Store,
     now: DateTime<Utc>,
@@ -772,6 +1166,7 @@ pub async fn evaluate_now(
     let parameters = crate::report::sources::SsmParameters::new(aws, &s.region).await;
     let secrets = crate::failover::canary::SecretsManager::new(aws, &s.region).await;
     let usernames = crate::report::sources::SecretsManagerUsernames::new(aws, &s.region);
+    let fence = Ec2Groups::new(aws, &p.region).await;
     let sources = Sources {
         p_rds: &p_rds,
         s_rds: &s_rds,
@@ -782,14 +1177,16 @@ pub async fn evaluate_now(
         secrets: &secrets,
         usernames: &usernames,
         store,
+        fence: &fence,
+        slack,
     };
     evaluate(plan, &observe(plan, &sources, now).await)
 }
 
 /// Read the world (read calls only).
-pub async fn observe<P, S, L, C, A, R, K, U>(
+pub async fn observe<P, S, L, C, A, R, K, U, F, W>(
     plan: &Plan,
-    src: &Sources<'_, P, S, L, C, A, R, K, U>,
+    src: &Sources<'_, P, S, L, C, A, R, K, U, F, W>,
     now: DateTime<Utc>,
 ) -> Snapshot
 where
@@ -801,6 +1198,8 @@ where
     R: ParameterReader + Sync,
     K: Secrets + Sync,
     U: SecretUsernames + Sync,
+    F: FenceGroups + Sync,
+    W: SlackReads + Sync,
 {
     let budget = Duration::from_millis(plan.timings.call_timeout_ms);
     let text = |e: AwsError| crate::error::chain(&e);
@@ -833,7 +1232,12 @@ where
     let parameters = crate::report::sources::dependency_parameters(plan, src.parameters).await;
     let secret_usernames =
         crate::report::sources::standby_secret_usernames(plan, src.usernames).await;
-    let (primary, lock) = tokio::join!(src.store.primary(), src.store.lock_state());
+    let (primary, lock, fence_group, slack) = tokio::join!(
+        src.store.primary(),
+        src.store.lock_state(),
+        src.fence.fence_group(&p.fence_security_group_id),
+        src.slack.facts(plan),
+    );
     Snapshot {
         at: now,
         p_db: p_db.map_err(text),
@@ -846,6 +1250,8 @@ where
         parameters,
         primary: primary.map_err(|e| crate::error::chain(&e)),
         lock: lock.map_err(|e| crate::error::chain(&e)),
+        fence_group: fence_group.map_err(text),
+        slack,
     }
 }
 

@@ -163,14 +163,7 @@ impl SlackApi {
         const METHOD: &str = "chat.postMessage";
         let body =
             json!({ "channel": channel, "text": text, "blocks": blocks, "unfurl_links": false });
-        let mut bearer =
-            HeaderValue::from_str(&format!("Bearer {}", token.expose())).map_err(|_| {
-                SlackError::Answer {
-                    method: METHOD,
-                    problem: "the bot token is not a valid header value".into(),
-                }
-            })?;
-        bearer.set_sensitive(true);
+        let bearer = bearer(token, METHOD)?;
         let url = format!("{}/{METHOD}", self.base);
         let (url, bearer, body) = (&url, &bearer, &body);
         self.with_retries(METHOD, self.retry, || async move {
@@ -218,6 +211,59 @@ impl SlackApi {
                     None,
                 )),
             }
+        })
+        .await
+    }
+
+    /// Call a read method of the Web API (`auth.test`, `conversations.info`,
+    /// `users.info`) with form-encoded `args` and the bot token as bearer,
+    /// as the Web API documents for every method; the whole answer when
+    /// `ok`. Reads are checks, not the incident's path: two attempts of at
+    /// most 3 s each, so a Slack outage costs readiness seconds, not a minute.
+    #[instrument(skip(self, token))]
+    pub async fn read(
+        &self,
+        token: &Secret,
+        method: &'static str,
+        args: &[(&str, &str)],
+    ) -> Result<Value, SlackError> {
+        let bearer = bearer(token, method)?;
+        let url = format!("{}/{method}", self.base);
+        let form = form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(args)
+            .finish();
+        let (url, bearer, form) = (&url, &bearer, &form);
+        let policy = RetryPolicy {
+            attempts: 2,
+            first_backoff: Duration::from_millis(200),
+            max_backoff: Duration::from_secs(1),
+            attempt_timeout: self.retry.attempt_timeout.min(Duration::from_secs(3)),
+        };
+        self.with_retries(method, policy, || async move {
+            let resp = self
+                .http
+                .post(url)
+                .header(AUTHORIZATION, bearer.clone())
+                .header(
+                    reqwest::header::CONTENT_TYPE,
+                    "application/x-www-form-urlencoded",
+                )
+                .body(form.clone())
+                .timeout(policy.attempt_timeout)
+                .send()
+                .await
+                .map_err(|e| network(method, e))?;
+            let retry_after = retry_after(&resp);
+            let status = resp.status().as_u16();
+            if status != 200 {
+                return Err((SlackError::Status { method, status }, retry_after));
+            }
+            let answer: Value = resp.json().await.map_err(|e| network(method, e))?;
+            if answer["ok"] != Value::Bool(true) {
+                let error = answer["error"].as_str().unwrap_or("unknown").to_owned();
+                return Err((SlackError::Api { method, error }, retry_after));
+            }
+            Ok(answer)
         })
         .await
     }
@@ -302,6 +348,18 @@ impl SlackApi {
             backoff = (backoff * 2).min(policy.max_backoff);
         }
     }
+}
+
+/// The bot token as an `Authorization` value, marked sensitive (never logged).
+fn bearer(token: &Secret, method: &'static str) -> Result<HeaderValue, SlackError> {
+    let mut v = HeaderValue::from_str(&format!("Bearer {}", token.expose())).map_err(|_| {
+        SlackError::Answer {
+            method,
+            problem: "the bot token is not a valid header value".into(),
+        }
+    })?;
+    v.set_sensitive(true);
+    Ok(v)
 }
 
 /// A transport error with the URL removed: a `response_url` is a credential.

@@ -1,7 +1,9 @@
 //! A loopback Slack for tests and drills, and clicks signed exactly as Slack
 //! signs them.
 //!
-//! [`SlackStandIn`] serves `POST /api/chat.postMessage` and
+//! [`SlackStandIn`] serves `POST /api/chat.postMessage`, the read methods
+//! readiness calls (`auth.test`, `conversations.info`, `users.info`, shaped
+//! as docs.slack.dev/reference/methods documents them) and
 //! `POST /actions/...` (response URLs) on a free 127.0.0.1 port, records every
 //! request, and can be told to fail the next calls (HTTP status, 429 with
 //! `Retry-After`, or a Slack `{"ok": false}` error). [`serve`] is the small
@@ -190,7 +192,18 @@ struct State {
     calls: Vec<Recorded>,
     faults: VecDeque<Fault>,
     posted: u64,
+    /// Channels the bot is not a member of.
+    left: std::collections::BTreeSet<String>,
+    /// Users deactivated in the workspace (`deleted: true`).
+    deactivated: std::collections::BTreeSet<String>,
+    /// Users the workspace does not know (`user_not_found`).
+    unknown: std::collections::BTreeSet<String>,
 }
+
+/// The bot's workspace and user, as `auth.test` answers them.
+pub const STAND_IN_TEAM: &str = "T0TEAM0001";
+/// The bot user's id.
+pub const STAND_IN_BOT_USER: &str = "U0HANDOVERBOT";
 
 /// The Slack stand-in.
 pub struct SlackStandIn {
@@ -219,6 +232,21 @@ impl SlackStandIn {
     /// A response URL on this stand-in, like Slack's `hooks.slack.com/actions/...`.
     pub fn response_url(&self, id: &str) -> String {
         format!("{}/actions/T0TEAM0001/{id}/stand-in", self.server.url)
+    }
+
+    /// The bot leaves `channel` (conversations.info answers `is_member: false`).
+    pub fn leave_channel(&self, channel: &str) {
+        self.lock().left.insert(channel.to_owned());
+    }
+
+    /// Deactivate `user` (users.info answers `deleted: true`).
+    pub fn deactivate_user(&self, user: &str) {
+        self.lock().deactivated.insert(user.to_owned());
+    }
+
+    /// Forget `user` (users.info answers `user_not_found`).
+    pub fn remove_user(&self, user: &str) {
+        self.lock().unknown.insert(user.to_owned());
     }
 
     /// Fail the next calls, one fault per call, in order.
@@ -282,6 +310,48 @@ fn slack(state: &Mutex<State>, req: HttpRequest) -> HttpResponse {
             }
         }
         None if req.path.starts_with("/actions/") => HttpResponse::json(200, json!({"ok": true})),
+        None if req.path.starts_with("/api/")
+            && req
+                .header("authorization")
+                .is_none_or(|a| !a.starts_with("Bearer ")) =>
+        {
+            HttpResponse::json(200, json!({"ok": false, "error": "not_authed"}))
+        }
+        // docs.slack.dev/reference/methods/auth.test
+        None if req.path == "/api/auth.test" => HttpResponse::json(
+            200,
+            json!({"ok": true, "url": "https://handover.slack.com/", "team": "Handover",
+                   "user": "handover", "team_id": STAND_IN_TEAM, "user_id": STAND_IN_BOT_USER,
+                   "bot_id": "B0HANDOVER", "is_enterprise_install": false}),
+        ),
+        // docs.slack.dev/reference/methods/conversations.info
+        None if req.path == "/api/conversations.info" => {
+            let channel = form_arg(&req.body, "channel").unwrap_or_default();
+            if channel.is_empty() {
+                HttpResponse::json(200, json!({"ok": false, "error": "channel_not_found"}))
+            } else {
+                HttpResponse::json(
+                    200,
+                    json!({"ok": true, "channel": {"id": channel, "name": "incidents",
+                           "is_channel": true, "is_private": false, "is_archived": false,
+                           "is_member": !s.left.contains(&channel)}}),
+                )
+            }
+        }
+        // docs.slack.dev/reference/methods/users.info
+        None if req.path == "/api/users.info" => {
+            let user = form_arg(&req.body, "user").unwrap_or_default();
+            if user.is_empty() || s.unknown.contains(&user) {
+                HttpResponse::json(200, json!({"ok": false, "error": "user_not_found"}))
+            } else {
+                HttpResponse::json(
+                    200,
+                    json!({"ok": true, "user": {"id": user, "team_id": STAND_IN_TEAM,
+                           "name": format!("user-{user}"), "deleted": s.deactivated.contains(&user),
+                           "is_bot": false}}),
+                )
+            }
+        }
         None => HttpResponse::json(404, json!({"ok": false, "error": "unknown_method"})),
     };
     let authorization = req.header("authorization").map(str::to_owned);
@@ -292,6 +362,13 @@ fn slack(state: &Mutex<State>, req: HttpRequest) -> HttpResponse {
         status: resp.status,
     });
     resp
+}
+
+/// One argument of a form-encoded body.
+fn form_arg(body: &[u8], name: &str) -> Option<String> {
+    form_urlencoded::parse(body)
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.into_owned())
 }
 
 /// A click as Slack sends it: the form body of a `block_actions` payload for
