@@ -70,6 +70,15 @@ pub async fn status(
         readiness.map_err(failed)?,
     );
     let now = chrono::Utc::now();
+    // The run holding the lock, and the state it is in.
+    let run = match lock
+        .as_ref()
+        .filter(|l| l.holder.is_some())
+        .and_then(|l| l.execution.clone())
+    {
+        Some(arn) => Some((arn.clone(), current_state(&ctx, &arn).await)),
+        None => None,
+    };
     if flags.contains_key("--json") {
         let doc = json!({
             "service": ctx.plan.service,
@@ -84,7 +93,12 @@ pub async fn status(
             "lock": lock.as_ref().map(|l| json!({
                 "holder": l.holder, "lease_until": l.lease_until,
                 "cooldown_until": l.cooldown_until, "last_incident": l.last_incident,
+                "execution": l.execution,
             })),
+            "run": run.as_ref().map(|(arn, s)| match s {
+                Ok((status, state)) => json!({"execution": arn, "status": status, "state": state}),
+                Err(e) => json!({"execution": arn, "error": e}),
+            }),
             "probe": {"region": p.region, "consecutive_failures": probe.consecutive_failures,
                       "t0": probe.t0, "last_tick": probe.last_tick},
             "pause": pause,
@@ -140,6 +154,13 @@ pub async fn status(
         },
         None => "lock: free (never taken)".into(),
     });
+    if let Some((arn, s)) = &run {
+        out.push(match s {
+            Ok((status, Some(state))) => format!("run: {arn} is {status}, in state {state}"),
+            Ok((status, None)) => format!("run: {arn} is {status}"),
+            Err(e) => format!("run: {arn} could not be read: {e}"),
+        });
+    }
     out.push(format!(
         "probe of P ({}): {} consecutive failing ticks{}, last tick {}",
         p.region,
@@ -222,4 +243,37 @@ pub async fn resume(
     } else {
         format!("was not paused; nothing changed but the record of {by} resuming")
     })
+}
+
+/// An execution's status and the last state it entered
+/// (states:DescribeExecution, states:GetExecutionHistory newest first).
+async fn current_state(ctx: &Context, arn: &str) -> Result<(String, Option<String>), String> {
+    let sfn = ctx.aws.sfn(&ctx.region).await;
+    let text = |e: &dyn std::error::Error| handover::error::chain(e);
+    let d = match sfn.describe_execution().execution_arn(arn).send().await {
+        Ok(d) => d,
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|s| s.is_execution_does_not_exist()) =>
+        {
+            return Ok((
+                "never started (detect took the lock; its StartExecution did not land)".into(),
+                None,
+            ));
+        }
+        Err(e) => return Err(text(&e)),
+    };
+    let h = sfn
+        .get_execution_history()
+        .execution_arn(arn)
+        .reverse_order(true)
+        .max_results(25)
+        .send()
+        .await
+        .map_err(|e| text(&e))?;
+    let state = h
+        .events()
+        .iter()
+        .find_map(|e| e.state_entered_event_details().map(|d| d.name().to_owned()));
+    Ok((d.status().as_str().to_owned(), state))
 }

@@ -88,3 +88,51 @@ async fn status_shows_the_record_the_lock_the_probe_and_the_pause_and_pause_resu
     );
     assert!(!store.pause().await.unwrap().paused);
 }
+
+/// The run holding the lock, and the state it is in, from Step Functions.
+#[tokio::test]
+async fn status_names_the_running_execution_and_its_current_state() {
+    let aws = aws();
+    let plan = unique_plan();
+    let store = fresh_store(&aws).await;
+    let machine = handover_testkit::waiting_state_machine(&aws, TEST_REGION).await;
+    let incident = handover_testkit::unique("shop-inc");
+    let arn = aws
+        .sfn(TEST_REGION)
+        .await
+        .start_execution()
+        .state_machine_arn(&machine)
+        .name(&incident)
+        .input("{}")
+        .send()
+        .await
+        .unwrap()
+        .execution_arn;
+    store
+        .acquire_lock(
+            &incident,
+            &arn,
+            chrono::Utc::now(),
+            chrono::Duration::seconds(600),
+        )
+        .await
+        .unwrap();
+    let mut found = String::new();
+    for _ in 0..50 {
+        let (code, out, err) = run(&["status"], &plan, &store);
+        assert_eq!(code, 0, "{err}");
+        found = out;
+        if found.contains("in state Hold") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(
+        found.contains(&format!("run: {arn} is RUNNING, in state Hold")),
+        "{found}"
+    );
+    let (_, out, _) = run(&["status", "--json"], &plan, &store);
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(doc["run"]["status"], "RUNNING");
+    assert_eq!(doc["run"]["state"], "Hold");
+}
