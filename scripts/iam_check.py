@@ -110,7 +110,7 @@ NO_PERMISSION = {"sts:GetCallerIdentity"}
 
 # Callers that are not functions: the CLI (app/handover-cli in the user
 # agent), its declarations and the managed policy an operator attaches.
-OPERATOR = ("handover-cli", os.path.join("cli", "iam.txt"), os.path.join("cli", "src"), "OperatorPolicy")
+OPERATOR = ("handover-cli", os.path.join("cli", "iam.txt"), os.path.join("cli", "src"), ("OperatorPolicy", "ResponderPolicy"))
 
 
 def function_roles(template) -> dict:
@@ -179,9 +179,13 @@ def main() -> int:
         for b in sorted(os.listdir(os.path.join(ROOT, "functions")))
     ]
     name, decl, src, policy = OPERATOR
-    callers.append((name, decl, os.path.join(ROOT, src), policy))
     grants_of = dict(roles)
-    grants_of.update(managed_policies(template))
+    managed = managed_policies(template)
+    grants_of.update(managed)
+    # The CLI's grant is the union of its policies.
+    if all(p in managed for p in policy):
+        grants_of["+".join(policy)] = set().union(*(managed[p] for p in policy))
+    callers.append((name, decl, os.path.join(ROOT, src), "+".join(policy)))
     for binary, decl_rel, src, grantee in callers:
         decl_path = os.path.join(ROOT, decl_rel)
         check(os.path.exists(decl_path), f"{binary}: {decl_rel} missing")

@@ -181,6 +181,15 @@ pub async fn decide(
             }
         )));
     };
+    if accept_loss && !record.data_loss {
+        return Err((
+            2,
+            format!(
+                "the approval for {} accepts no data loss (the RPO estimate was within the target when it was asked): drop --accept-data-loss",
+                record.incident
+            ),
+        ));
+    }
     if decision == Decision::Approve && record.data_loss && !accept_loss {
         if yes {
             return Err((
@@ -218,7 +227,8 @@ pub async fn decide(
         decision,
         approver_id: &caller,
         approver_name: &approver.name,
-        data_loss_acknowledged: decision == Decision::Approve && (record.data_loss || accept_loss),
+        // Only a question that asked about data loss can be acknowledged.
+        data_loss_acknowledged: decision == Decision::Approve && record.data_loss,
     };
     let deadline = tokio::time::Instant::now() + BUDGET;
     let outcome = apply.apply(&deciding, deadline).await;
@@ -250,7 +260,7 @@ pub async fn decide(
             if delivered {
                 ""
             } else {
-                "; not yet confirmed to have reached the run: the same decider repeating it sends it again"
+                "; not yet confirmed to have reached the run: the same decision by the same principal (any session of the same listed role) sends it again"
             }
         ))),
         Outcome::Expired { at } => Err(refused(format!(

@@ -23,6 +23,57 @@ use std::io::{BufRead, Write};
 /// The command's own flags.
 pub const FLAGS: &[&str] = &["--yes"];
 
+/// How long after a run closed its tasks may still be acting, when it was
+/// closed from outside or a task timed out. Step Functions closing a run
+/// (StopExecution, the run's or a task's timeout) does not stop a Lambda
+/// invocation already running: the fence or promote function can still be
+/// between its record write and its RDS call for up to its timeout (300 s
+/// at most in the template), and RDS applies a call it accepted. Releasing
+/// earlier could unfence P under a promotion that then lands (two writers),
+/// or restore P's groups under a fence that then lands. A run that ended by
+/// itself with every task answered has nothing in flight.
+pub const TAIL: chrono::Duration = chrono::Duration::seconds(360);
+
+/// Did `execution` leave a task that may still act: one scheduled and never
+/// answered, or one that timed out (its invocation may run on)?
+async fn task_in_flight(ctx: &Context, execution: &str) -> Result<bool, Failure> {
+    use aws_sdk_sfn::types::HistoryEventType as T;
+    let sfn = ctx.aws.sfn(&ctx.region).await;
+    let (mut open, mut timed_out, mut token) = (0i64, false, None);
+    loop {
+        let page = sfn
+            .get_execution_history()
+            .execution_arn(execution)
+            .max_results(1000)
+            .set_next_token(token)
+            .send()
+            .await
+            .map_err(|e| failed(format!("reading the history of {execution}: {}", chain(&e))))?;
+        for e in page.events() {
+            match e.r#type() {
+                T::TaskScheduled | T::LambdaFunctionScheduled => open += 1,
+                T::TaskSucceeded
+                | T::TaskFailed
+                | T::TaskStartFailed
+                | T::TaskSubmitFailed
+                | T::LambdaFunctionSucceeded
+                | T::LambdaFunctionFailed
+                | T::LambdaFunctionStartFailed
+                | T::LambdaFunctionScheduleFailed => open -= 1,
+                T::TaskTimedOut | T::LambdaFunctionTimedOut => {
+                    open -= 1;
+                    timed_out = true;
+                }
+                _ => {}
+            }
+        }
+        token = page.next_token().map(str::to_owned);
+        if token.is_none() {
+            return Ok(open > 0 || timed_out);
+        }
+    }
+}
+
 type Failure = (u8, String);
 
 fn refused(m: impl std::fmt::Display) -> Failure {
@@ -33,19 +84,45 @@ fn failed(m: impl std::fmt::Display) -> Failure {
     (4, format!("failed: {m}"))
 }
 
-/// Has `execution` closed? `Ok(None)`: it does not exist (detect took the
-/// lock and its StartExecution never landed). Returns its input when it does.
+/// Has `execution` closed, long enough ago that none of its tasks can still
+/// act ([`TAIL`])? `Ok(None)`: it does not exist (detect took the lock and
+/// its StartExecution never landed). Returns its status and input.
 async fn closed(
+    ctx: &Context,
     history: &SfnHistory,
     execution: &str,
+    now: chrono::DateTime<chrono::Utc>,
 ) -> Result<Option<(String, Option<ExecutionInput>)>, Failure> {
     match history.describe(execution).await {
         Ok((status, input)) => {
             if !status.is_terminal() {
                 return Err(refused(format!(
-                    "{execution} is {}: a live run holds it; let it end, or stop it (aws stepfunctions stop-execution) and let audit compensate",
+                    "{execution} is {}: a live run holds it; let it end (audit compensates it then)",
                     status.status
                 )));
+            }
+            let stopped = status
+                .stop_date
+                .and_then(chrono::DateTime::<chrono::Utc>::from_timestamp_millis);
+            let by_itself = matches!(status.status.as_str(), "SUCCEEDED" | "FAILED")
+                && !task_in_flight(ctx, execution).await?;
+            match stopped {
+                _ if by_itself => {}
+                Some(at) if at + TAIL <= now => {}
+                Some(at) => {
+                    return Err(refused(format!(
+                        "{execution} ended {} at {}; a task it started may still be acting until {}: run release again then",
+                        status.status,
+                        at.format("%H:%M:%S UTC"),
+                        (at + TAIL).format("%H:%M:%S UTC")
+                    )));
+                }
+                None => {
+                    return Err(refused(format!(
+                        "{execution} is {} with no stop date: cannot tell when its tasks stopped",
+                        status.status
+                    )));
+                }
             }
             Ok(Some((status.status, serde_json::from_str(&input).ok())))
         }
@@ -73,10 +150,26 @@ pub async fn release(
         return Ok("nothing holds the failover: no transition, and the lock is free".into());
     }
     let history = SfnHistory::new(&ctx.aws, &ctx.region).await;
+    let now = chrono::Utc::now();
     let mut shown = Vec::new();
     let mut run_plan = None;
     if let Some(t) = &transition {
-        let state = closed(&history, &t.execution).await?;
+        let state = closed(&ctx, &history, &t.execution, now).await?;
+        // Only a started run claims a transition: an unknown execution is
+        // the wrong state machine or one past its retention. Its plan (the
+        // instances, the fence) is unknown too: a person must look.
+        let Some((_, input)) = &state else {
+            return Err(refused(format!(
+                "the transition names {}, which Step Functions does not know (another stack's state machine, or past retention): compensate by hand after checking P's security groups and S",
+                t.execution
+            )));
+        };
+        if input.is_none() {
+            return Err(refused(format!(
+                "the input of {} is not a Handover run's: its plan (instances, fence) is unknown",
+                t.execution
+            )));
+        }
         shown.push(format!(
             "transition: {} holds it ({:?} toward {}, since {}); the run {}",
             t.execution,
@@ -92,7 +185,7 @@ pub async fn release(
     }
     if let Some((holder, execution, lease)) = &held {
         let state = match execution {
-            Some(e) => Some((e.clone(), closed(&history, e).await?)),
+            Some(e) => Some((e.clone(), closed(&ctx, &history, e, now).await?)),
             None => None,
         };
         let Some((execution, state)) = state else {
@@ -103,6 +196,17 @@ pub async fn release(
                     .to_string())
             )));
         };
+        // Detect takes the lock just before it starts the run: a run that
+        // does not exist yet may be starting now. Only once the lease is
+        // over can it not be.
+        if state.is_none() && lease.is_none_or(|l| l > now) {
+            return Err(refused(format!(
+                "{holder} holds the lock and its run {execution} does not exist (yet): detect may be starting it; wait for the lease ({}) to run out",
+                lease.map_or("none".into(), |l| l
+                    .format("%Y-%m-%d %H:%M:%S UTC")
+                    .to_string())
+            )));
+        }
         shown.push(format!(
             "lock: {holder} holds it (lease until {}); its run {execution} {}",
             lease.map_or("none".into(), |l| l
@@ -134,7 +238,6 @@ pub async fn release(
             return Err(refused("not confirmed"));
         }
     }
-    let now = chrono::Utc::now();
     let mut done = vec![what];
     let mut unresolved = None;
     if let Some(t) = &transition {

@@ -121,6 +121,22 @@ async fn release_refuses_a_live_run_and_compensates_an_ended_one() {
     assert_eq!(code, 3, "{err}");
     assert!(err.contains("is RUNNING: a live run holds it"), "{err}");
     assert!(store.primary().await.unwrap().unwrap().transition.is_some());
+    // Stopped from outside: a task it started may still act (StopExecution
+    // does not stop a running Lambda): refused until the tail has passed.
+    aws.sfn(TEST_REGION)
+        .await
+        .stop_execution()
+        .execution_arn(&live)
+        .send()
+        .await
+        .unwrap();
+    let (code, _, err) = run(&["release", "--yes"], Some(&plan), &store);
+    assert_eq!(code, 3, "{err}");
+    assert!(
+        err.contains("ended ABORTED at") && err.contains("may still be acting until"),
+        "{err}"
+    );
+    assert!(store.primary().await.unwrap().unwrap().transition.is_some());
     // Now an ended run, which fenced P: its previous groups are recorded.
     let fresh = fresh_store(&aws).await;
     fresh

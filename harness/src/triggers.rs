@@ -557,6 +557,64 @@ mod tests {
         );
     }
 
+    /// The on-call policy cannot read approval keys (their items hold task
+    /// tokens) or send a decision; only the responders' policy can.
+    #[test]
+    fn only_the_responder_policy_can_decide() {
+        let statements = |name: &str| -> Vec<Value> {
+            resources()[name]["Properties"]["PolicyDocument"]["Statement"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{name} in the template"))
+                .clone()
+        };
+        let actions = |s: &Value| -> Vec<String> {
+            s["Action"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|x| x.as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        for s in statements("OperatorPolicy") {
+            let acts = actions(&s);
+            assert!(
+                !acts.iter().any(|a| a.starts_with("states:SendTask")),
+                "OperatorPolicy sends decisions: {s}"
+            );
+            if acts.iter().any(|a| a.starts_with("dynamodb:")) {
+                let keys = s["Condition"]
+                    .as_object()
+                    .and_then(|c| c.values().next())
+                    .map(|v| v["dynamodb:LeadingKeys"].clone())
+                    .unwrap_or_else(|| panic!("an unconditioned table grant: {s}"));
+                let keys: Vec<&str> = keys
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .collect();
+                assert!(
+                    !keys.iter().any(|k| k.starts_with("APPROVAL#") || *k == "*"),
+                    "OperatorPolicy reaches approval keys: {keys:?}"
+                );
+                if acts.iter().any(|a| a != "dynamodb:GetItem") {
+                    assert_eq!(
+                        keys,
+                        ["CONTROL"],
+                        "OperatorPolicy writes more than the pause"
+                    );
+                }
+            }
+        }
+        assert!(
+            statements("ResponderPolicy")
+                .iter()
+                .any(|s| actions(s).contains(&"states:SendTaskSuccess".to_owned()))
+        );
+    }
+
     #[test]
     fn readiness_runs_after_its_own_stack_completes_a_deploy_only() {
         let text = std::fs::read_to_string(

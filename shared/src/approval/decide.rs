@@ -314,6 +314,9 @@ impl<T: TaskCallback + Sync> Apply<'_, T> {
                 );
             }
         };
+        // Whose consumption the later writes (delivered, release) refer to:
+        // this decider's, or, on a re-send, the one who consumed the key.
+        let mut owner = d.approver_id.to_owned();
         let (approval, now, resend) = match consumed {
             ConsumeOutcome::Consumed(a) => (a, now, false),
             ConsumeOutcome::Unknown => return Outcome::UnknownKey,
@@ -326,8 +329,9 @@ impl<T: TaskCallback + Sync> Apply<'_, T> {
                 by,
                 at,
                 undelivered: Some(a),
-            } if by == d.approver_id && decision == d.decision => {
-                info!(key = %d.key, user = %d.approver_id, "a repeated click of an undelivered decision: sending it again");
+            } if decision == d.decision && self.same_decider(&by, d.approver_id) => {
+                info!(key = %d.key, user = %d.approver_id, first = %by, "a repeated decision, undelivered so far: sending it again");
+                owner = by;
                 (a, at, true)
             }
             ConsumeOutcome::AlreadyDecided {
@@ -395,7 +399,7 @@ impl<T: TaskCallback + Sync> Apply<'_, T> {
             match timeout(
                 left,
                 self.store
-                    .mark_approval_delivered(d.key, d.approver_id, self.clock.now()),
+                    .mark_approval_delivered(d.key, &owner, self.clock.now()),
             )
             .await
             {
@@ -462,7 +466,7 @@ impl<T: TaskCallback + Sync> Apply<'_, T> {
         // was decided): give the key back so a click can try again.
         let released = timeout(
             self.share(deadline),
-            self.store.release_approval(d.key, d.approver_id, now),
+            self.store.release_approval(d.key, &owner, now),
         )
         .await;
         match released {
@@ -478,6 +482,18 @@ impl<T: TaskCallback + Sync> Apply<'_, T> {
                 )
             }
         }
+    }
+
+    /// Is `first` (who consumed the key) the decider `now` again? The same
+    /// Slack user, or two sessions of the same `cli_approvers` entry (a
+    /// role's sessions get new names; a colleague in the same role may
+    /// finish what a lost answer left open).
+    fn same_decider(&self, first: &str, now: &str) -> bool {
+        first == now
+            || matches!(
+                (self.plan.cli_approver(first), self.plan.cli_approver(now)),
+                (Some(a), Some(b)) if a.arn == b.arn
+            )
     }
 
     /// A call's share of what is left: at most `call_cap`, and never so much

@@ -487,6 +487,13 @@ pub fn evaluate(plan: &Plan, s: &Snapshot) -> Readiness {
                     expected,
                     "Create the fence group in P's VPC: RDS refuses a group of another VPC, so the fence could not be applied.",
                 ),
+                (Some(v), None) if p_db.is_none() => check(
+                    "fence.group",
+                    Verdict::Warn,
+                    format!("{} has no inbound rule, in {v}; P's instance could not be read, so its VPC was not compared", g.id),
+                    expected,
+                    "Make P's instance readable (rds:DescribeDBInstances in P's Region) so the fence group's VPC can be compared with P's.",
+                ),
                 (vpc, p_vpc) => check(
                     "fence.group",
                     Verdict::Pass,
@@ -1074,10 +1081,12 @@ impl<R: crate::slack::secrets::SecretReader + Sync> SlackReads for SlackReader<'
         let token = &token;
         let bot = async {
             let a = self.api.read(token, "auth.test", &[]).await.map_err(text)?;
-            Ok::<(String, String), String>((
-                a["team_id"].as_str().unwrap_or_default().to_owned(),
-                a["user_id"].as_str().unwrap_or_default().to_owned(),
-            ))
+            match (a["team_id"].as_str(), a["user_id"].as_str()) {
+                (Some(team), Some(user)) if !team.is_empty() && !user.is_empty() => {
+                    Ok::<(String, String), String>((team.to_owned(), user.to_owned()))
+                }
+                _ => Err("auth.test answered ok without team_id and user_id".to_owned()),
+            }
         };
         let channel = async {
             let a = self
@@ -1100,7 +1109,10 @@ impl<R: crate::slack::secrets::SecretReader + Sync> SlackReads for SlackReader<'
                     .read(token, "users.info", &[("user", &a.user_id)])
                     .await
                 {
-                    Ok(u) => Ok(Some(u["user"]["deleted"].as_bool().unwrap_or(false))),
+                    Ok(u) => match u["user"]["deleted"].as_bool() {
+                        Some(deleted) => Ok(Some(deleted)),
+                        None => Err("users.info answered ok without user.deleted".to_owned()),
+                    },
                     Err(crate::slack::api::SlackError::Api { error, .. })
                         if error == "user_not_found" =>
                     {

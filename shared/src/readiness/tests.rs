@@ -385,6 +385,14 @@ fn a_fence_group_that_admits_anyone_fails_and_so_does_a_missing_one_or_another_v
     drift(
         "fence.group",
         Verdict::Warn,
+        "so the fence group's VPC can be compared",
+        |_, s| {
+            s.p_db = Err("rds DescribeDBInstances: AccessDenied".into());
+        },
+    );
+    drift(
+        "fence.group",
+        Verdict::Warn,
         "Grant the read call",
         |_, s| {
             s.fence_group = Err("ec2 DescribeSecurityGroups: AccessDenied".into());

@@ -296,6 +296,14 @@ impl Store {
             return Ok(None);
         };
         let a = Attrs::new(&pk, &item);
+        // A pointer names the key its own execution or incident asked with;
+        // anything else is not the approval the operator asked for.
+        let (execution, incident) = (a.s("execution")?, a.s("incident")?);
+        match which {
+            ApprovalSelector::Execution(e) if *e != execution => return Ok(None),
+            ApprovalSelector::Incident(i) if *i != incident => return Ok(None),
+            _ => {}
+        }
         let decision = match a.opt_s("decision")?.as_deref() {
             Some("approve") => Some(Decision::Approve),
             Some("reject") => Some(Decision::Reject),
@@ -307,8 +315,8 @@ impl Store {
         };
         Ok(Some(ApprovalRecord {
             key,
-            execution: a.s("execution")?,
-            incident: a.s("incident")?,
+            execution,
+            incident,
             requested_at: a.time_ms("requested_ms")?,
             expires_at: a.time_ms("expires_ms")?,
             question: a.opt_s("question")?.unwrap_or_default(),
