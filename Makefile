@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-.PHONY: help drill campaign test unit lint fmt venv build deploy clean
+.PHONY: help drill campaign test bench unit lint fmt venv build deploy clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -15,6 +15,9 @@ campaign: ## The fault campaign: seeded incidents under injected faults, invaria
 
 test: ## Everything: set-up, fmt, clippy, validators, unit + emulator tests
 	@scripts/test.sh
+
+bench: ## What is measured so far: the report bench and the click -> PromoteReadReplica time (README "Performance")
+	@scripts/bench.sh
 
 unit: ## Unit tests only (no emulator)
 	cargo test --workspace --lib --bins
