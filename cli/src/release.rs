@@ -28,18 +28,23 @@ pub const FLAGS: &[&str] = &["--yes"];
 /// (StopExecution, the run's or a task's timeout) does not stop a Lambda
 /// invocation already running: the fence or promote function can still be
 /// between its record write and its RDS call for up to its timeout (300 s
-/// at most in the template), and RDS applies a call it accepted. Releasing
+/// for fence, 120 s for promote in the template; a test keeps them under
+/// this), and RDS applies a call it accepted. Releasing
 /// earlier could unfence P under a promotion that then lands (two writers),
 /// or restore P's groups under a fence that then lands. A run that ended by
 /// itself with every task answered has nothing in flight.
 pub const TAIL: chrono::Duration = chrono::Duration::seconds(360);
 
 /// Did `execution` leave a task that may still act: one scheduled and never
-/// answered, or one that timed out (its invocation may run on)?
+/// answered, one that timed out (its invocation may run on), or one that
+/// failed with anything but a Handover error? Only a `Handover.*` error is
+/// the function's own answer; `Lambda.*` errors (a client timeout, a
+/// service exception) and `States.*` ones can come back while the
+/// invocation still runs.
 async fn task_in_flight(ctx: &Context, execution: &str) -> Result<bool, Failure> {
     use aws_sdk_sfn::types::HistoryEventType as T;
     let sfn = ctx.aws.sfn(&ctx.region).await;
-    let (mut open, mut timed_out, mut token) = (0i64, false, None);
+    let (mut open, mut unsure, mut token) = (0i64, false, None);
     loop {
         let page = sfn
             .get_execution_history()
@@ -52,24 +57,36 @@ async fn task_in_flight(ctx: &Context, execution: &str) -> Result<bool, Failure>
         for e in page.events() {
             match e.r#type() {
                 T::TaskScheduled | T::LambdaFunctionScheduled => open += 1,
-                T::TaskSucceeded
-                | T::TaskFailed
-                | T::TaskStartFailed
-                | T::TaskSubmitFailed
-                | T::LambdaFunctionSucceeded
-                | T::LambdaFunctionFailed
-                | T::LambdaFunctionStartFailed
-                | T::LambdaFunctionScheduleFailed => open -= 1,
-                T::TaskTimedOut | T::LambdaFunctionTimedOut => {
+                T::TaskSucceeded | T::LambdaFunctionSucceeded => open -= 1,
+                T::TaskFailed => {
                     open -= 1;
-                    timed_out = true;
+                    let error = e.task_failed_event_details().and_then(|d| d.error());
+                    unsure |= !error.is_some_and(|x| x.starts_with("Handover."));
+                }
+                T::LambdaFunctionFailed => {
+                    open -= 1;
+                    let error = e
+                        .lambda_function_failed_event_details()
+                        .and_then(|d| d.error());
+                    unsure |= !error.is_some_and(|x| x.starts_with("Handover."));
+                }
+                // Whether these follow a scheduled event or replace it, the
+                // invocation's fate is not known: wait.
+                T::TaskStartFailed
+                | T::TaskSubmitFailed
+                | T::LambdaFunctionStartFailed
+                | T::LambdaFunctionScheduleFailed
+                | T::TaskTimedOut
+                | T::LambdaFunctionTimedOut => {
+                    open -= 1;
+                    unsure = true;
                 }
                 _ => {}
             }
         }
         token = page.next_token().map(str::to_owned);
         if token.is_none() {
-            return Ok(open > 0 || timed_out);
+            return Ok(open != 0 || unsure);
         }
     }
 }

@@ -93,6 +93,12 @@ pub async fn report(
             "no report at s3://{}/{key} (audit has not written it, or it failed): `--render` rebuilds it from the history without writing",
             plan.report.bucket
         ))),
+        // Without s3:ListBucket (the on-call policy grants none), S3 answers
+        // a missing key with AccessDenied rather than NoSuchKey.
+        Err(e) if e.code() == Some("AccessDenied") => Err(refused(format!(
+            "s3://{}/{key} could not be read (AccessDenied: missing, or not granted): `--render` rebuilds it from the history without writing",
+            plan.report.bucket
+        ))),
         Err(e) => Err(failed(chain(&e))),
     }
 }

@@ -557,6 +557,22 @@ mod tests {
         );
     }
 
+    /// `handover release` waits 360 s after a run closed from outside for
+    /// its fence or promote invocation to end (cli/src/release.rs `TAIL`):
+    /// their timeouts, plus a minute, must fit in it.
+    #[test]
+    fn release_outwaits_the_fence_and_promote_invocations() {
+        for f in ["FenceFunction", "PromoteFunction"] {
+            let timeout = resources()[f]["Properties"]["Timeout"]
+                .as_i64()
+                .unwrap_or_else(|| panic!("{f} has a Timeout"));
+            assert!(
+                timeout + 60 <= 360,
+                "{f} Timeout {timeout} s: raise TAIL in cli/src/release.rs"
+            );
+        }
+    }
+
     /// The on-call policy cannot read approval keys (their items hold task
     /// tokens) or send a decision; only the responders' policy can.
     #[test]
