@@ -54,54 +54,39 @@ def snake(op: str) -> str:
     return s.lower()
 
 
+def actions_in(node, acc=None) -> set:
+    """Every action of every statement under `node` (both branches of Fn::If)."""
+    acc = set() if acc is None else acc
+    if isinstance(node, dict):
+        if "Action" in node and "Effect" in node:
+            acts = node["Action"]
+            for a in acts if isinstance(acts, list) else [acts]:
+                if isinstance(a, str):
+                    acc.add(a)
+        for v in node.values():
+            actions_in(v, acc)
+    elif isinstance(node, list):
+        for v in node:
+            actions_in(v, acc)
+    return acc
+
+
 def granted(template) -> dict:
-    """role logical id -> set of actions (from every statement, both branches of Fn::If)."""
-    out = {}
-
-    def walk(node, acc):
-        if isinstance(node, dict):
-            if "Action" in node and "Effect" in node:
-                acts = node["Action"]
-                for a in acts if isinstance(acts, list) else [acts]:
-                    if isinstance(a, str):
-                        acc.add(a)
-            for v in node.values():
-                walk(v, acc)
-        elif isinstance(node, list):
-            for v in node:
-                walk(v, acc)
-
-    for name, res in template["Resources"].items():
-        if res["Type"] == "AWS::IAM::Role":
-            acc = set()
-            walk(res["Properties"].get("Policies", []), acc)
-            out[name] = acc
-    return out
+    """role logical id -> set of actions."""
+    return {
+        name: actions_in(res["Properties"].get("Policies", []))
+        for name, res in template["Resources"].items()
+        if res["Type"] == "AWS::IAM::Role"
+    }
 
 
 def managed_policies(template) -> dict:
     """managed policy logical id -> set of actions."""
-    out = {}
-    for name, res in template["Resources"].items():
-        if res["Type"] == "AWS::IAM::ManagedPolicy":
-            acc = set()
-
-            def walk(node):
-                if isinstance(node, dict):
-                    if "Action" in node and "Effect" in node:
-                        acts = node["Action"]
-                        for a in acts if isinstance(acts, list) else [acts]:
-                            if isinstance(a, str):
-                                acc.add(a)
-                    for v in node.values():
-                        walk(v)
-                elif isinstance(node, list):
-                    for v in node:
-                        walk(v)
-
-            walk(res["Properties"]["PolicyDocument"])
-            out[name] = acc
-    return out
+    return {
+        name: actions_in(res["Properties"]["PolicyDocument"])
+        for name, res in template["Resources"].items()
+        if res["Type"] == "AWS::IAM::ManagedPolicy"
+    }
 
 
 # Actions AWS authorises without any permission: declared with

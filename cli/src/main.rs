@@ -140,6 +140,32 @@ fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
 
+/// `--execution`, or the last failover the primary record names; `none`
+/// says why there is nothing to work on when it names none.
+pub(crate) async fn execution_or_last(
+    store: &Store,
+    flags: &std::collections::BTreeMap<&'static str, String>,
+    none: &str,
+) -> Result<String, (u8, String)> {
+    match flags.get("--execution") {
+        Some(e) => Ok(e.clone()),
+        None => store
+            .primary()
+            .await
+            .map_err(|e| {
+                (
+                    4,
+                    format!(
+                        "failed (nothing was written; retry): {}",
+                        handover::error::chain(&e)
+                    ),
+                )
+            })?
+            .and_then(|r| r.last_execution)
+            .ok_or_else(|| (3, format!("refused: {none}"))),
+    }
+}
+
 /// The Region and the table a command works on, without a plan (approve and
 /// reject act on the run's own plan, read from the execution).
 pub(crate) struct TableContext {

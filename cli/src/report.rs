@@ -37,18 +37,12 @@ pub async fn report(
             return Err((2, format!("--format {other:?}: give md, html or json")));
         }
     };
-    let execution = match flags.get("--execution") {
-        Some(e) => e.clone(),
-        None => ctx
-            .store
-            .primary()
-            .await
-            .map_err(|e| failed(chain(&e)))?
-            .and_then(|r| r.last_execution)
-            .ok_or_else(|| {
-                refused("no --execution, and the primary record names no run Handover completed")
-            })?,
-    };
+    let execution = crate::execution_or_last(
+        &ctx.store,
+        flags,
+        "no --execution, and the primary record names no run Handover completed",
+    )
+    .await?;
     let history = SfnHistory::new(&ctx.aws, &ctx.region).await;
     let (status, input) = history
         .describe(&execution)

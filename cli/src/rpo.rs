@@ -134,18 +134,12 @@ async fn open(
 
 /// Measure, keep, and rewrite the report.
 pub async fn rpo(ctx: Context, flags: &BTreeMap<&'static str, String>) -> Result<String, Failure> {
-    let execution = match flags.get("--execution") {
-        Some(e) => e.clone(),
-        None => ctx
-            .store
-            .primary()
-            .await
-            .map_err(|e| failed(handover::error::chain(&e)))?
-            .and_then(|r| r.last_execution)
-            .ok_or_else(|| {
-                refused("no --execution, and the primary record names no failover Handover ran")
-            })?,
-    };
+    let execution = crate::execution_or_last(
+        &ctx.store,
+        flags,
+        "no --execution, and the primary record names no failover Handover ran",
+    )
+    .await?;
     let history = SfnHistory::new(&ctx.aws, &ctx.region).await;
     let facts = fold_history(&history, &execution, PAGE_SIZE)
         .await
