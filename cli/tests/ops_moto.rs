@@ -211,18 +211,7 @@ async fn report_fetches_the_stored_report_or_renders_it_from_the_history() {
     let plan = unique_plan();
     let store = fresh_store(&aws).await;
     let s3 = aws.s3(TEST_REGION).await;
-    let _ = s3
-        .create_bucket()
-        .bucket(&plan.report.bucket)
-        .create_bucket_configuration(
-            aws_sdk_s3::types::CreateBucketConfiguration::builder()
-                .location_constraint(aws_sdk_s3::types::BucketLocationConstraint::from(
-                    TEST_REGION,
-                ))
-                .build(),
-        )
-        .send()
-        .await;
+    handover_testkit::report_bucket(&aws, TEST_REGION, &plan.report.bucket).await;
     let incident = unique("shop-report");
     let arn = execution(&plan, &incident, false).await;
     let (code, _, err) = run(&["report", "--execution", &arn], None, &store);

@@ -328,3 +328,27 @@ pub fn cli_binary() -> std::path::PathBuf {
     };
     dir.join("handover")
 }
+
+/// The report bucket in `region` on the emulator, made if it is not there
+/// yet (test binaries share one emulator; whichever runs first makes it).
+pub async fn report_bucket(aws: &Aws, region: &str, bucket: &str) {
+    let made = aws
+        .s3(region)
+        .await
+        .create_bucket()
+        .bucket(bucket)
+        .create_bucket_configuration(
+            aws_sdk_s3::types::CreateBucketConfiguration::builder()
+                .location_constraint(aws_sdk_s3::types::BucketLocationConstraint::from(region))
+                .build(),
+        )
+        .send()
+        .await;
+    if let Err(e) = made
+        && !e
+            .as_service_error()
+            .is_some_and(|se| se.is_bucket_already_owned_by_you())
+    {
+        panic!("create bucket {bucket}: {}", handover::error::chain(&e));
+    }
+}

@@ -76,26 +76,7 @@ async fn world() -> MutexGuard<'static, World> {
                 }
             };
             // audit writes its report to the plan's bucket.
-            aws.s3(TEST_REGION)
-                .await
-                .create_bucket()
-                .bucket("handover-test-reports")
-                .create_bucket_configuration(
-                    aws_sdk_s3::types::CreateBucketConfiguration::builder()
-                        .location_constraint(aws_sdk_s3::types::BucketLocationConstraint::from(
-                            TEST_REGION,
-                        ))
-                        .build(),
-                )
-                .send()
-                .await
-                .map(|_| ())
-                .or_else(|e| match e.as_service_error() {
-                    // Another test binary in this emulator made it first.
-                    Some(se) if se.is_bucket_already_owned_by_you() => Ok(()),
-                    _ => Err(handover::error::chain(&e)),
-                })
-                .unwrap();
+            handover_testkit::report_bucket(&aws, TEST_REGION, "handover-test-reports").await;
             let bot_secret = mk(unique("slack-bot"), BOT_TOKEN).await;
             let signing_secret = mk(unique("slack-signing"), SIGNING_SECRET).await;
             let slack = RUNTIME.spawn(SlackStandIn::start()).await.unwrap().unwrap();
