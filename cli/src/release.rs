@@ -13,83 +13,15 @@ use crate::Context;
 use handover::adapters::Rds;
 use handover::error::chain;
 use handover::execution::ExecutionInput;
-use handover::failover::compensate::{Compensation, compensate};
+use handover::failover::compensate::{Compensation, acting_until, compensate};
 use handover::report::audit::cooldown_of;
-use handover::report::sources::{ExecutionLookup, SfnHistory};
+use handover::report::sources::{ExecutionLookup, PAGE_SIZE, SfnHistory, fold_history};
 use handover::store::lock::ReleaseOutcome;
 use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
 
 /// The command's own flags.
 pub const FLAGS: &[&str] = &["--yes"];
-
-/// How long after a run closed its tasks may still be acting, when it was
-/// closed from outside or a task timed out. Step Functions closing a run
-/// (StopExecution, the run's or a task's timeout) does not stop a Lambda
-/// invocation already running: the fence or promote function can still be
-/// between its record write and its RDS call for up to its timeout (300 s
-/// for fence, 120 s for promote in the template; a test keeps them under
-/// this), and RDS applies a call it accepted. Releasing
-/// earlier could unfence P under a promotion that then lands (two writers),
-/// or restore P's groups under a fence that then lands. A run that ended by
-/// itself with every task answered has nothing in flight.
-pub const TAIL: chrono::Duration = chrono::Duration::seconds(360);
-
-/// Did `execution` leave a task that may still act: one scheduled and never
-/// answered, one that timed out (its invocation may run on), or one that
-/// failed with anything but a Handover error? Only a `Handover.*` error is
-/// the function's own answer; `Lambda.*` errors (a client timeout, a
-/// service exception) and `States.*` ones can come back while the
-/// invocation still runs.
-async fn task_in_flight(ctx: &Context, execution: &str) -> Result<bool, Failure> {
-    use aws_sdk_sfn::types::HistoryEventType as T;
-    let sfn = ctx.aws.sfn(&ctx.region).await;
-    let (mut open, mut unsure, mut token) = (0i64, false, None);
-    loop {
-        let page = sfn
-            .get_execution_history()
-            .execution_arn(execution)
-            .max_results(1000)
-            .set_next_token(token)
-            .send()
-            .await
-            .map_err(|e| failed(format!("reading the history of {execution}: {}", chain(&e))))?;
-        for e in page.events() {
-            match e.r#type() {
-                T::TaskScheduled | T::LambdaFunctionScheduled => open += 1,
-                T::TaskSucceeded | T::LambdaFunctionSucceeded => open -= 1,
-                T::TaskFailed => {
-                    open -= 1;
-                    let error = e.task_failed_event_details().and_then(|d| d.error());
-                    unsure |= !error.is_some_and(|x| x.starts_with("Handover."));
-                }
-                T::LambdaFunctionFailed => {
-                    open -= 1;
-                    let error = e
-                        .lambda_function_failed_event_details()
-                        .and_then(|d| d.error());
-                    unsure |= !error.is_some_and(|x| x.starts_with("Handover."));
-                }
-                // Whether these follow a scheduled event or replace it, the
-                // invocation's fate is not known: wait.
-                T::TaskStartFailed
-                | T::TaskSubmitFailed
-                | T::LambdaFunctionStartFailed
-                | T::LambdaFunctionScheduleFailed
-                | T::TaskTimedOut
-                | T::LambdaFunctionTimedOut => {
-                    open -= 1;
-                    unsure = true;
-                }
-                _ => {}
-            }
-        }
-        token = page.next_token().map(str::to_owned);
-        if token.is_none() {
-            return Ok(open != 0 || unsure);
-        }
-    }
-}
 
 type Failure = (u8, String);
 
@@ -102,10 +34,11 @@ fn failed(m: impl std::fmt::Display) -> Failure {
 }
 
 /// Has `execution` closed, long enough ago that none of its tasks can still
-/// act ([`TAIL`])? `Ok(None)`: it does not exist (detect took the lock and
-/// its StartExecution never landed). Returns its status and input.
+/// act (`handover::failover::compensate::TAIL` after a stop from outside or
+/// a task whose end is not known)? `Ok(None)`: it does not exist (detect
+/// took the lock and its StartExecution never landed). Returns its status
+/// and input.
 async fn closed(
-    ctx: &Context,
     history: &SfnHistory,
     execution: &str,
     now: chrono::DateTime<chrono::Utc>,
@@ -121,25 +54,20 @@ async fn closed(
             let stopped = status
                 .stop_date
                 .and_then(chrono::DateTime::<chrono::Utc>::from_timestamp_millis);
-            let by_itself = matches!(status.status.as_str(), "SUCCEEDED" | "FAILED")
-                && !task_in_flight(ctx, execution).await?;
-            match stopped {
-                _ if by_itself => {}
-                Some(at) if at + TAIL <= now => {}
-                Some(at) => {
-                    return Err(refused(format!(
-                        "{execution} ended {} at {}; a task it started may still be acting until {}: run release again then",
-                        status.status,
-                        at.format("%H:%M:%S UTC"),
-                        (at + TAIL).format("%H:%M:%S UTC")
-                    )));
-                }
-                None => {
-                    return Err(refused(format!(
-                        "{execution} is {} with no stop date: cannot tell when its tasks stopped",
-                        status.status
-                    )));
-                }
+            let facts = fold_history(history, execution, PAGE_SIZE)
+                .await
+                .map_err(|e| {
+                    failed(format!("reading the history of {execution}: {}", chain(&e)))
+                })?;
+            if let Some(until) = acting_until(&facts, stopped, now).filter(|u| *u > now) {
+                return Err(refused(format!(
+                    "{execution} ended {} at {}; a task it started may still be acting until {}: run release again then",
+                    status.status,
+                    stopped.map_or("an unknown time".into(), |at| at
+                        .format("%H:%M:%S UTC")
+                        .to_string()),
+                    until.format("%H:%M:%S UTC")
+                )));
             }
             Ok(Some((status.status, serde_json::from_str(&input).ok())))
         }
@@ -171,7 +99,7 @@ pub async fn release(
     let mut shown = Vec::new();
     let mut run_plan = None;
     if let Some(t) = &transition {
-        let state = closed(&ctx, &history, &t.execution, now).await?;
+        let state = closed(&history, &t.execution, now).await?;
         // Only a started run claims a transition: an unknown execution is
         // the wrong state machine or one past its retention. Its plan (the
         // instances, the fence) is unknown too: a person must look.
@@ -202,7 +130,7 @@ pub async fn release(
     }
     if let Some((holder, execution, lease)) = &held {
         let state = match execution {
-            Some(e) => Some((e.clone(), closed(&ctx, &history, e, now).await?)),
+            Some(e) => Some((e.clone(), closed(&history, e, now).await?)),
             None => None,
         };
         let Some((execution, state)) = state else {
@@ -260,7 +188,8 @@ pub async fn release(
     if let Some(t) = &transition {
         let p = Rds::new(&ctx.aws, &plan.regions.primary.region).await;
         let s = Rds::new(&ctx.aws, &plan.regions.standby.region).await;
-        match compensate(&plan, &ctx.store, &t.execution, &p, &s, now).await {
+        // closed() refused while a task may act: nothing is in flight now.
+        match compensate(&plan, &ctx.store, &t.execution, None, &p, &s, now).await {
             Compensation::Nothing => done.push("transition: already gone".into()),
             Compensation::Released { detail, .. } => {
                 done.push(format!("transition released: {detail}"));
@@ -268,6 +197,9 @@ pub async fn release(
             Compensation::Completed { epoch } => done.push(format!(
                 "S had been promoted: the record now names S at epoch {epoch}. The run never finished: move traffic and the writer endpoint to S if it did not, then verify a write"
             )),
+            Compensation::Deferred { until } => {
+                unresolved = Some(format!("a task of the run may act until {until}"));
+            }
             Compensation::Unresolved { detail } => unresolved = Some(detail),
         }
     }

@@ -557,18 +557,19 @@ mod tests {
         );
     }
 
-    /// `handover release` waits 360 s after a run closed from outside for
-    /// its fence or promote invocation to end (cli/src/release.rs `TAIL`):
-    /// their timeouts, plus a minute, must fit in it.
+    /// Compensation (audit, the sweep, `handover release`) waits `TAIL`
+    /// after a run closed from outside for its fence or promote invocation
+    /// to end: their timeouts, plus a minute, must fit in it.
     #[test]
-    fn release_outwaits_the_fence_and_promote_invocations() {
+    fn compensation_outwaits_the_fence_and_promote_invocations() {
+        let tail = handover::failover::compensate::TAIL.num_seconds();
         for f in ["FenceFunction", "PromoteFunction"] {
             let timeout = resources()[f]["Properties"]["Timeout"]
                 .as_i64()
                 .unwrap_or_else(|| panic!("{f} has a Timeout"));
             assert!(
-                timeout + 60 <= 360,
-                "{f} Timeout {timeout} s: raise TAIL in cli/src/release.rs"
+                timeout + 60 <= tail,
+                "{f} Timeout {timeout} s: raise TAIL in shared/src/failover/compensate.rs"
             );
         }
     }

@@ -452,7 +452,7 @@ async fn compensation_after_the_promotion_call_follows_what_rds_shows() {
         .unwrap();
     // S is still a replica: nothing is touched.
     let (p, s) = (r.p_rds().await, r.s_rds().await);
-    let out = compensate(&r.plan, &r.store, "exec-called", &p, &s, Utc::now()).await;
+    let out = compensate(&r.plan, &r.store, "exec-called", None, &p, &s, Utc::now()).await;
     assert!(
         matches!(&out, Compensation::Unresolved { detail } if detail.contains("may still complete")),
         "{out:?}"
@@ -468,13 +468,13 @@ async fn compensation_after_the_promotion_call_follows_what_rds_shows() {
     );
     // S finishes promoting on its own: the record follows.
     r.promote_s_in_moto().await;
-    let out = compensate(&r.plan, &r.store, "exec-called", &p, &s, Utc::now()).await;
+    let out = compensate(&r.plan, &r.store, "exec-called", None, &p, &s, Utc::now()).await;
     assert_eq!(out, Compensation::Completed { epoch: 2 });
     let rec = r.store.primary().await.unwrap().unwrap();
     assert_eq!(rec.region, r.plan.regions.standby.region);
     assert!(rec.transition.is_none());
     // Another execution's transition is never touched.
-    let out = compensate(&r.plan, &r.store, "exec-other", &p, &s, Utc::now()).await;
+    let out = compensate(&r.plan, &r.store, "exec-other", None, &p, &s, Utc::now()).await;
     assert_eq!(out, Compensation::Nothing);
 }
 
@@ -489,7 +489,7 @@ async fn compensation_of_a_claimed_promotion_that_reached_rds_leaves_p_fenced() 
     let _ = r.claimed("exec-lost").await;
     r.promote_s_in_moto().await; // the lost call landed
     let (p, s) = (r.p_rds().await, r.s_rds().await);
-    let out = compensate(&r.plan, &r.store, "exec-lost", &p, &s, Utc::now()).await;
+    let out = compensate(&r.plan, &r.store, "exec-lost", None, &p, &s, Utc::now()).await;
     assert!(
         matches!(&out, Compensation::Unresolved { detail } if detail.contains("may still complete")),
         "S is still promoting: {out:?}"
@@ -501,11 +501,104 @@ async fn compensation_of_a_claimed_promotion_that_reached_rds_leaves_p_fenced() 
         "P stays fenced"
     );
     tokio::time::sleep(std::time::Duration::from_millis(1300)).await;
-    let out = compensate(&r.plan, &r.store, "exec-lost", &p, &s, Utc::now()).await;
+    let out = compensate(&r.plan, &r.store, "exec-lost", None, &p, &s, Utc::now()).await;
     assert_eq!(out, Compensation::Completed { epoch: 2 });
     assert_eq!(
         handover_testkit::world::p_security_groups(&r.aws, &r.plan).await,
         vec![fence]
+    );
+}
+
+/// Found by review: a run stopped from outside (StopExecution, a timeout)
+/// can leave its promote invocation running between its claim and its
+/// PromoteReadReplica call. Compensating at once saw S still a replica,
+/// unfenced P and released the transition; the call then landed: two
+/// writers. Compensation now waits while a task may act, and what it finds
+/// afterwards is S promoted, with P still fenced.
+#[tokio::test]
+async fn compensation_waits_out_a_promote_invocation_that_may_still_call() {
+    use handover::failover::compensate::{Compensation, TAIL, compensate};
+    let r = run(5.0).await;
+    let _ = r.claimed("exec-stopped").await;
+    let fence = r.plan.regions.primary.fence_security_group_id.clone();
+    let (p, s) = (r.p_rds().await, r.s_rds().await);
+    let stopped = Utc::now();
+    let out = compensate(
+        &r.plan,
+        &r.store,
+        "exec-stopped",
+        Some(stopped + TAIL),
+        &p,
+        &s,
+        Utc::now(),
+    )
+    .await;
+    assert_eq!(
+        out,
+        Compensation::Deferred {
+            until: stopped + TAIL
+        }
+    );
+    assert_eq!(
+        handover_testkit::world::p_security_groups(&r.aws, &r.plan).await,
+        vec![fence.clone()],
+        "P stays fenced while the promote invocation may still call"
+    );
+    let rec = r.store.primary().await.unwrap().unwrap();
+    assert!(rec.transition.is_some(), "the transition stays held");
+    // The invocation's call lands inside the tail.
+    r.promote_s_in_moto().await;
+    // After the tail, compensation finds S promoted: the record follows it
+    // and P is never unfenced.
+    let after = stopped + TAIL + chrono::Duration::seconds(1);
+    let out = compensate(
+        &r.plan,
+        &r.store,
+        "exec-stopped",
+        Some(stopped + TAIL),
+        &p,
+        &s,
+        after,
+    )
+    .await;
+    assert_eq!(out, Compensation::Completed { epoch: 2 });
+    assert_eq!(
+        handover_testkit::world::p_security_groups(&r.aws, &r.plan).await,
+        vec![fence]
+    );
+}
+
+/// The same wait with nothing promoted: once the tail is over, P is
+/// unfenced and the transition released.
+#[tokio::test]
+async fn compensation_unfences_p_once_the_tail_is_over() {
+    use handover::failover::compensate::{Compensation, compensate};
+    let r = run(5.0).await;
+    let before = handover_testkit::world::p_security_groups(&r.aws, &r.plan).await;
+    r.fenced("exec-tail", false).await.unwrap();
+    let (p, s) = (r.p_rds().await, r.s_rds().await);
+    let now = Utc::now();
+    let until = now + chrono::Duration::seconds(30);
+    let out = compensate(&r.plan, &r.store, "exec-tail", Some(until), &p, &s, now).await;
+    assert_eq!(out, Compensation::Deferred { until });
+    assert_ne!(
+        handover_testkit::world::p_security_groups(&r.aws, &r.plan).await,
+        before
+    );
+    let out = compensate(&r.plan, &r.store, "exec-tail", Some(until), &p, &s, until).await;
+    assert!(matches!(out, Compensation::Released { .. }), "{out:?}");
+    assert_eq!(
+        handover_testkit::world::p_security_groups(&r.aws, &r.plan).await,
+        before
+    );
+    assert!(
+        r.store
+            .primary()
+            .await
+            .unwrap()
+            .unwrap()
+            .transition
+            .is_none()
     );
 }
 
@@ -532,7 +625,16 @@ async fn compensation_unfences_p_once_its_reboot_is_over() {
         .await
         .unwrap();
     let (p_rds, s_rds) = (r.p_rds().await, r.s_rds().await);
-    let out = compensate(&r.plan, &r.store, "exec-reboot", &p_rds, &s_rds, Utc::now()).await;
+    let out = compensate(
+        &r.plan,
+        &r.store,
+        "exec-reboot",
+        None,
+        &p_rds,
+        &s_rds,
+        Utc::now(),
+    )
+    .await;
     assert!(matches!(out, Compensation::Released { .. }), "{out:?}");
     assert_eq!(
         handover_testkit::world::p_security_groups(&r.aws, &r.plan).await,
@@ -568,7 +670,16 @@ async fn an_unfence_p_refuses_releases_the_transition_and_the_sweep_finishes_it(
         "action": "ModifyDBInstance", "target": p.db_instance_id}]))
     .await;
     let (p_rds, s_rds) = (r.p_rds().await, r.s_rds().await);
-    let out = compensate(&r.plan, &r.store, "exec-1", &p_rds, &s_rds, Utc::now()).await;
+    let out = compensate(
+        &r.plan,
+        &r.store,
+        "exec-1",
+        None,
+        &p_rds,
+        &s_rds,
+        Utc::now(),
+    )
+    .await;
     handover_testkit::remove_fault_rules(&[&id]).await;
     let Compensation::Released {
         restored_groups,
@@ -586,7 +697,16 @@ async fn an_unfence_p_refuses_releases_the_transition_and_the_sweep_finishes_it(
     let f = r.fenced("exec-2", false).await.unwrap();
     let fence: handover::execution::FenceResult = f.require("fence").unwrap();
     assert_eq!(fence.previous_security_groups, before);
-    let out = compensate(&r.plan, &r.store, "exec-2", &p_rds, &s_rds, Utc::now()).await;
+    let out = compensate(
+        &r.plan,
+        &r.store,
+        "exec-2",
+        None,
+        &p_rds,
+        &s_rds,
+        Utc::now(),
+    )
+    .await;
     assert!(
         matches!(
             out,
@@ -612,7 +732,16 @@ async fn an_unfence_p_refuses_releases_the_transition_and_the_sweep_finishes_it(
         "code": "InvalidVPCNetworkStateFault", "message": "injected", "service": "rds",
         "action": "ModifyDBInstance", "target": p.db_instance_id}]))
     .await;
-    compensate(&r.plan, &r.store, "exec-3", &p_rds, &s_rds, Utc::now()).await;
+    compensate(
+        &r.plan,
+        &r.store,
+        "exec-3",
+        None,
+        &p_rds,
+        &s_rds,
+        Utc::now(),
+    )
+    .await;
     handover_testkit::remove_fault_rules(&[&id]).await;
     let deps = handover::report::audit::AuditDeps {
         aws: std::sync::Arc::new(handover_testkit::aws()),

@@ -11,10 +11,17 @@
 //!   means it was promoted: the record moves to S (epoch + 1), as the status
 //!   poll would have done. S still a replica (or unreadable): nothing is
 //!   touched and a person is told, since the promotion may still complete.
+//!
+//! Undoing waits while a task of the run may still act ([`TAIL`] after its
+//! stop): an aborted or timed-out run can leave a fence or promote
+//! invocation running, and unfencing P under a promotion that then lands
+//! makes two writers. Until then the outcome is [`Compensation::Deferred`],
+//! and audit's sweep compensates once the tail is over.
 
 use super::fence::DbFencer;
 use crate::adapters::DbInspector;
 use crate::plan::Plan;
+use crate::report::facts::RunFacts;
 use crate::store::Store;
 use crate::store::primary::{PromotionOutcome, TransitionOutcome};
 use chrono::{DateTime, Utc};
@@ -27,6 +34,35 @@ use tracing::{error, info, warn};
 const UNFENCE_BUDGET: Duration = Duration::from_secs(120);
 /// The pause between attempts.
 const UNFENCE_PAUSE: Duration = Duration::from_secs(2);
+
+/// How long after a run closed its tasks may still be acting, when it was
+/// closed from outside or a task's end does not say its invocation stopped
+/// ([`RunFacts::tasks_may_act`]). Step Functions closing a run
+/// (StopExecution, the run's or a task's timeout) does not stop a Lambda
+/// invocation already running: the fence or promote function can still be
+/// between its record write and its RDS call for up to its timeout (300 s
+/// for fence, 120 s for promote in the template; a template test keeps them
+/// under this), and RDS applies a call it accepted.
+pub const TAIL: chrono::Duration = chrono::Duration::seconds(360);
+
+/// Until when a task of the run may still act: `None` when nothing is in
+/// flight. `stopped` is the run's stop date as Step Functions gave it, for
+/// a history read before its terminal event.
+pub fn acting_until(
+    facts: &RunFacts,
+    stopped: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
+    facts.tasks_may_act().then(|| {
+        facts
+            .terminal
+            .as_ref()
+            .map(|t| t.at)
+            .or(stopped)
+            .unwrap_or(now)
+            + TAIL
+    })
+}
 
 /// What compensation did.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -47,6 +83,13 @@ pub enum Compensation {
         /// The new epoch.
         epoch: i64,
     },
+    /// Nothing was promoted, and a task of the run may still be acting:
+    /// P stays as it is and the transition stays held until `until`, when
+    /// audit's sweep (or `handover release`) compensates.
+    Deferred {
+        /// When the run's tasks can no longer act.
+        until: DateTime<Utc>,
+    },
     /// The promotion had been called and S is not (yet) promoted, or the
     /// world could not be read: left as it is for a person.
     Unresolved {
@@ -56,10 +99,13 @@ pub enum Compensation {
 }
 
 /// Undo or complete what `execution` left in the primary record.
+/// `acting_until` ([`acting_until`]): until when a task of the run may still
+/// act; undoing waits for it, completing does not.
 pub async fn compensate<P: DbFencer + Sync, S: DbInspector + Sync>(
     plan: &Plan,
     store: &Store,
     execution: &str,
+    acting_until: Option<DateTime<Utc>>,
     p_rds: &P,
     s_rds: &S,
     now: DateTime<Utc>,
@@ -148,6 +194,14 @@ pub async fn compensate<P: DbFencer + Sync, S: DbInspector + Sync>(
                 detail: format!("S could not be read: {}", crate::error::chain(&e)),
             },
         };
+    }
+    // Never promoted, as far as S tells. A promote invocation still running
+    // may be between its claim and its call, and a fence invocation may yet
+    // apply the fence: undoing now could make two writers, or fence P with
+    // nothing held. Wait them out.
+    if let Some(until) = acting_until.filter(|u| *u > now) {
+        warn!(execution, %until, "the run ended with a task that may still act: compensation waits for it");
+        return Compensation::Deferred { until };
     }
     // Never promoted: unfence P, then release the transition. RDS refuses a
     // modify while P is `rebooting` (the fence's reboot, perhaps repeated

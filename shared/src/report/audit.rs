@@ -412,16 +412,34 @@ pub async fn audit_for<H: ExecutionHistory>(
     );
     // Before the post-checks read P and S: undo what the run left half-done
     // before the promotion, or complete what it did after (see
-    // failover::compensate). This runs for TIMED_OUT and ABORTED too.
+    // failover::compensate). This runs for TIMED_OUT and ABORTED too; the
+    // undoing waits while a task the run started may still act.
+    let acting_until = crate::failover::compensate::acting_until(
+        &facts,
+        event
+            .stop_date
+            .and_then(DateTime::<Utc>::from_timestamp_millis),
+        now,
+    );
     let compensation = crate::failover::compensate::compensate(
         plan,
         &deps.store,
         &event.execution_arn,
+        acting_until,
         &p_rds,
         &s_rds,
         now,
     )
     .await;
+    if let crate::failover::compensate::Compensation::Deferred { until } = &compensation {
+        let text = format!(
+            ":warning: *The run ended {} before the promotion, and a task it started may still be acting* ({}). P is left as the run left it (fenced, if the fence ran), and the transition stays held until {}: audit's sweep then restores P's security groups and releases it, within 5 minutes. Nothing is safe to undo before then; after it, `handover release` does the same at once.",
+            event.status,
+            input.incident_id,
+            until.format("%H:%M:%S UTC")
+        );
+        notify(deps, plan, &text).await;
+    }
     if let crate::failover::compensate::Compensation::Completed { epoch } = &compensation {
         let switched = steps.switch.is_some();
         error!(execution = %event.execution_arn, epoch, switched, alert = true, "the run ended after promoting S: the record now names S");

@@ -108,6 +108,10 @@ pub struct RunFacts {
     pub last_readiness_line: Option<String>,
     /// Index into `states` of visits not yet exited.
     open: Vec<usize>,
+    /// Task attempts scheduled and not yet answered.
+    tasks_open: i64,
+    /// A task ended in a way that does not say its invocation stopped.
+    tasks_unsure: bool,
 }
 
 impl RunFacts {
@@ -130,6 +134,7 @@ impl RunFacts {
             ));
         }
         self.last_event_id = self.last_event_id.max(e.id);
+        self.count_task(e);
         match e.kind.as_str() {
             "ExecutionStarted" => {
                 self.started_at = Some(e.timestamp);
@@ -197,6 +202,53 @@ impl RunFacts {
                 }
             }
         }
+    }
+
+    /// Keep count of the task attempts still open, and of those whose end
+    /// leaves the invocation's fate unknown. Only an error the function
+    /// itself answered (`Handover.*`, or the runtime's own `Runtime.*` /
+    /// `Sandbox.*` when the process exited or Lambda timed it out) says the
+    /// invocation stopped. `Lambda.*` (a client timeout, a service
+    /// exception) and `States.*` (the task's own timeout) can come back
+    /// while it still runs; a timed-out, unstarted or unsubmitted task is
+    /// unknown too.
+    fn count_task(&mut self, e: &HistoryEvent) {
+        match e.kind.as_str() {
+            "TaskScheduled" | "LambdaFunctionScheduled" => self.tasks_open += 1,
+            "TaskSucceeded" | "LambdaFunctionSucceeded" => self.tasks_open -= 1,
+            "TaskFailed" | "LambdaFunctionFailed" => {
+                self.tasks_open -= 1;
+                let answered = e.error.as_deref().is_some_and(|x| {
+                    ["Handover.", "Runtime.", "Sandbox."]
+                        .iter()
+                        .any(|p| x.starts_with(p))
+                });
+                self.tasks_unsure |= !answered;
+            }
+            "TaskTimedOut"
+            | "LambdaFunctionTimedOut"
+            | "TaskStartFailed"
+            | "TaskSubmitFailed"
+            | "LambdaFunctionStartFailed"
+            | "LambdaFunctionScheduleFailed" => {
+                self.tasks_open -= 1;
+                self.tasks_unsure = true;
+            }
+            _ => {}
+        }
+    }
+
+    /// May a task this run started still be acting? Step Functions closing
+    /// a run (StopExecution, the run's timeout) or a task's timeout does
+    /// not stop a Lambda invocation already running. Only a run that ended
+    /// by itself (SUCCEEDED or FAILED) with every task answered has nothing
+    /// in flight. A history without its terminal event may too.
+    pub fn tasks_may_act(&self) -> bool {
+        let by_itself = self
+            .terminal
+            .as_ref()
+            .is_some_and(|t| matches!(t.kind.as_str(), "ExecutionSucceeded" | "ExecutionFailed"));
+        !by_itself || self.tasks_open != 0 || self.tasks_unsure
     }
 
     fn end(&mut self, e: &HistoryEvent) {

@@ -105,6 +105,17 @@ pub async fn sweep<S: ExecutionHistory + ExecutionLookup>(
             let input: crate::execution::ExecutionInput =
                 serde_json::from_str(&input).map_err(super::ReportError::Input)?;
             let plan = &input.plan;
+            // Its audit may have deferred the undoing while a task it
+            // started could still act: the same reading of its history.
+            let facts =
+                super::sources::fold_history(sfn, &t.execution, super::sources::PAGE_SIZE).await?;
+            let acting_until = crate::failover::compensate::acting_until(
+                &facts,
+                status
+                    .stop_date
+                    .and_then(DateTime::<Utc>::from_timestamp_millis),
+                now,
+            );
             let (p_rds, s_rds) = (
                 crate::adapters::Rds::new(&deps.aws, &plan.regions.primary.region).await,
                 crate::adapters::Rds::new(&deps.aws, &plan.regions.standby.region).await,
@@ -113,6 +124,7 @@ pub async fn sweep<S: ExecutionHistory + ExecutionLookup>(
                 plan,
                 &deps.store,
                 &t.execution,
+                acting_until,
                 &p_rds,
                 &s_rds,
                 now,

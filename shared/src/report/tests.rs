@@ -683,3 +683,63 @@ fn the_canary_after_promotion_gives_s_writable_and_the_write_rto_waits_for_the_s
     assert_eq!(r.numbers.write_rto.to_at, Some(verify_write));
     assert_eq!(span(&r, "promotion_to_writable"), None);
 }
+
+/// Whether a task of an ended run may still act, read from the history in
+/// the wire shapes: only a run that ended by itself with every task
+/// answered by the function has nothing in flight (failover::compensate
+/// waits out the rest).
+#[test]
+fn a_task_may_still_act_unless_the_run_ended_by_itself_with_every_task_answered() {
+    let may_act =
+        |text: &str| RunFacts::from_events(&parse_history_json(text).unwrap()).tasks_may_act();
+    assert!(!may_act(GOLDEN), "succeeded, every task answered");
+    assert!(!may_act(FAILED), "failed on Handover.VerifyFailed");
+    let mut failed: Value = serde_json::from_str(FAILED).unwrap();
+    let events = failed["events"].as_array_mut().unwrap();
+    let failure = events
+        .iter()
+        .position(|e| e["type"] == "TaskFailed")
+        .unwrap();
+    let with_error = |error: &str| {
+        let mut v = events_of(FAILED);
+        v[failure]["taskFailedEventDetails"]["error"] = Value::from(error);
+        serde_json::json!({ "events": v }).to_string()
+    };
+    // Lambda's own answers for a process that exited or a function Lambda
+    // timed out: the invocation is over.
+    assert!(!may_act(&with_error("Runtime.ExitError")));
+    assert!(!may_act(&with_error("Sandbox.Timedout")));
+    // A client-side or service error, or the task's own timeout: the
+    // invocation may still run.
+    assert!(may_act(&with_error("Lambda.ServiceException")));
+    assert!(may_act(&with_error("Lambda.SdkClientException")));
+    assert!(may_act(&with_error("States.Timeout")));
+    // The task timed out (TaskTimedOut replaces TaskFailed).
+    events[failure]["type"] = Value::from("TaskTimedOut");
+    let details = events[failure]["taskFailedEventDetails"].take();
+    events[failure]["taskTimedOutEventDetails"] = details;
+    assert!(may_act(&failed.to_string()));
+    // Stopped from outside while a task ran: its TaskScheduled has no answer.
+    let mut aborted = events_of(FAILED);
+    aborted.truncate(failure);
+    let last = aborted.last().unwrap()["id"].as_i64().unwrap();
+    aborted.push(serde_json::json!({
+        "id": last + 1, "previousEventId": last, "type": "ExecutionAborted",
+        "timestamp": aborted.last().unwrap()["timestamp"].clone(),
+        "executionAbortedEventDetails": {"error": "Operator", "cause": "stopped"}
+    }));
+    assert!(may_act(
+        &serde_json::json!({ "events": aborted }).to_string()
+    ));
+    // A history read before its terminal event: unknown.
+    let mut open = events_of(GOLDEN);
+    open.pop();
+    assert!(may_act(&serde_json::json!({ "events": open }).to_string()));
+}
+
+fn events_of(text: &str) -> Vec<Value> {
+    serde_json::from_str::<Value>(text).unwrap()["events"]
+        .as_array()
+        .unwrap()
+        .clone()
+}

@@ -612,6 +612,154 @@ async fn the_sweep_audits_a_run_whose_audit_never_came() {
     );
 }
 
+/// A run stopped from outside after its fence (StopExecution, as an
+/// operator or the run's timeout would): the fence or promote invocation it
+/// started may still be running, and Step Functions does not stop it. The
+/// audit reports and releases the lock, but leaves P fenced and the
+/// transition held, says so, and the sweep undoes them once no task of the
+/// run can act any more.
+#[tokio::test]
+async fn a_stopped_runs_fence_is_undone_only_after_its_tasks_cannot_act() {
+    use handover::failover::compensate::{Compensation, TAIL};
+    use handover::failover::fence::DbFencer;
+    use handover::report::sweep::sweep;
+    let w = world().await;
+    let sfn = w.deps.audit.aws.sfn(TEST_REGION).await;
+    // A run that sits in its fence until it is stopped.
+    let machine = sfn
+        .create_state_machine()
+        .name(unique("handover-stopped"))
+        .definition(
+            json!({"StartAt": "Fence", "States": {"Fence": {"Type": "Wait", "Seconds": 600, "End": true}}})
+                .to_string(),
+        )
+        .role_arn("arn:aws:iam::123456789012:role/handover-states")
+        .send()
+        .await
+        .expect("create state machine")
+        .state_machine_arn;
+    let input = json!({
+        "incident_id": w.incident, "drill": true, "t0": iso(w.t0), "detected_at": iso(w.t0 + Duration::seconds(120)),
+        "primary": {"region": w.plan.regions.primary.region, "db_instance_id": w.plan.regions.primary.db_instance_id, "epoch": 1},
+        "standby": {"region": w.plan.regions.standby.region, "db_instance_id": w.plan.regions.standby.db_instance_id},
+        "evidence": [], "plan": w.plan,
+    });
+    let arn = sfn
+        .start_execution()
+        .state_machine_arn(&machine)
+        .name(&w.incident)
+        .input(input.to_string())
+        .send()
+        .await
+        .expect("start execution")
+        .execution_arn;
+    // The fence as the run's fence function left it: the transition
+    // claimed, P's groups recorded, then replaced by the fence group.
+    let (p, s) = (&w.plan.regions.primary, &w.plan.regions.standby);
+    let store = &w.deps.audit.store;
+    let now = Utc::now();
+    store
+        .init_primary(&p.region, &p.db_instance_id, now)
+        .await
+        .unwrap();
+    store.begin_fencing(1, &arn, &s.region, now).await.unwrap();
+    let before = handover_testkit::world::p_security_groups(&w.deps.audit.aws, &w.plan).await;
+    store
+        .record_fence_previous(1, &arn, &before, now)
+        .await
+        .unwrap();
+    let p_rds = handover::adapters::Rds::new(&w.deps.audit.aws, &p.region).await;
+    p_rds
+        .set_security_groups(
+            &p.db_instance_id,
+            std::slice::from_ref(&p.fence_security_group_id),
+            std::time::Duration::from_secs(5),
+        )
+        .await
+        .unwrap();
+    sfn.stop_execution()
+        .execution_arn(&arn)
+        .error("Operator")
+        .cause("stopped by hand")
+        .send()
+        .await
+        .unwrap();
+    let stopped = sfn
+        .describe_execution()
+        .execution_arn(&arn)
+        .send()
+        .await
+        .unwrap()
+        .stop_date
+        .map(|d| DateTime::<Utc>::from_timestamp_millis(d.to_millis().unwrap()).unwrap())
+        .expect("a stopped run has a stop date");
+    let mut e = event(&arn, &w.incident, "ABORTED");
+    e["detail"]["stopDate"] = json!(stopped.timestamp_millis());
+    let out = handler(e, &w.deps).await.unwrap();
+    let AuditOutcome::Audited {
+        compensation, lock, ..
+    } = out
+    else {
+        panic!("{out:?}")
+    };
+    let Compensation::Deferred { until } = compensation else {
+        panic!("compensated at once: {compensation:?}")
+    };
+    assert!(
+        until >= stopped + TAIL - Duration::seconds(1),
+        "{until} is not TAIL after {stopped}"
+    );
+    assert!(matches!(lock, ReleaseOutcome::Released { .. }), "{lock:?}");
+    let fenced = vec![p.fence_security_group_id.clone()];
+    let groups = || handover_testkit::world::p_security_groups(&w.deps.audit.aws, &w.plan);
+    assert_eq!(groups().await, fenced, "P stays fenced inside the tail");
+    let transition = || async { store.primary().await.unwrap().unwrap().transition };
+    assert!(transition().await.is_some(), "the transition stays held");
+    assert!(
+        w.slack
+            .messages()
+            .iter()
+            .any(|m| m.body.to_string().contains("may still be acting")),
+        "the operators are told why P stays fenced"
+    );
+    // The sweep inside the tail leaves it; after it, undoes it.
+    let history = SfnHistory::new(&w.deps.audit.aws, TEST_REGION).await;
+    let out = sweep(&w.deps.audit, &history, &machine, Utc::now())
+        .await
+        .unwrap();
+    assert!(
+        matches!(
+            &out,
+            AuditOutcome::Reconciled {
+                compensation: Compensation::Deferred { .. },
+                ..
+            }
+        ),
+        "{out:?}"
+    );
+    assert_eq!(groups().await, fenced);
+    let out = sweep(
+        &w.deps.audit,
+        &history,
+        &machine,
+        until + Duration::seconds(1),
+    )
+    .await
+    .unwrap();
+    assert!(
+        matches!(
+            &out,
+            AuditOutcome::Reconciled {
+                compensation: Compensation::Released { .. },
+                ..
+            }
+        ),
+        "{out:?}"
+    );
+    assert_eq!(groups().await, before, "P unfenced after the tail");
+    assert!(transition().await.is_none());
+}
+
 /// The handler takes the sweep's Scheduler payload, and refuses an
 /// EventBridge rule's scheduled payload with the reason.
 #[tokio::test]
