@@ -18,6 +18,7 @@ pub mod logs;
 pub mod pdb;
 pub mod public;
 pub mod triggers;
+pub mod wire;
 pub mod world;
 
 /// The Region tests use for the Handover table (Region S in the plans).

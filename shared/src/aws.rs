@@ -28,6 +28,37 @@ pub struct Aws {
 /// the test router tell its calls from the functions'.
 pub const CLI_APP_NAME: &str = "handover-cli";
 
+/// The loader every client's config comes from: the SDK's defaults (the
+/// environment's credentials, endpoint and retry settings), `region`, bounded
+/// timeouts, and `app/<function>` in the user agent, so CloudTrail (and the
+/// test router) can tell which Handover function made a call. `app` names
+/// it; else the Lambda function running (`AWS_LAMBDA_FUNCTION_NAME`). Wire
+/// tests load it with their own HTTP client, so they see these settings.
+pub fn loader(region: &str, app: Option<&str>) -> aws_config::ConfigLoader {
+    let mut loader =
+        aws_config::defaults(BehaviorVersion::latest()).region(Region::new(region.to_owned()));
+    if let Some(app) = app
+        .map(str::to_owned)
+        .or_else(|| std::env::var("AWS_LAMBDA_FUNCTION_NAME").ok())
+        .and_then(|name| {
+            aws_config::AppName::new(
+                name.chars()
+                    .filter(|c| c.is_ascii_alphanumeric() || "-_.".contains(*c))
+                    .collect::<String>(),
+            )
+            .ok()
+        })
+    {
+        loader = loader.app_name(app);
+    }
+    loader.timeout_config(
+        aws_config::timeout::TimeoutConfig::builder()
+            .connect_timeout(Duration::from_secs(3))
+            .operation_attempt_timeout(Duration::from_secs(10))
+            .build(),
+    )
+}
+
 impl Aws {
     /// An empty cache; configs load on first use. The user agent names the
     /// Lambda function running (`AWS_LAMBDA_FUNCTION_NAME`), if any.
@@ -49,34 +80,7 @@ impl Aws {
         if let Some(c) = configs.get(region) {
             return c.clone();
         }
-        let mut loader =
-            aws_config::defaults(BehaviorVersion::latest()).region(Region::new(region.to_owned()));
-        // `app/<function>` in the user agent: CloudTrail (and the test router)
-        // can tell which Handover function made a call.
-        if let Some(app) = self
-            .app
-            .map(str::to_owned)
-            .or_else(|| std::env::var("AWS_LAMBDA_FUNCTION_NAME").ok())
-            .and_then(|name| {
-                aws_config::AppName::new(
-                    name.chars()
-                        .filter(|c| c.is_ascii_alphanumeric() || "-_.".contains(*c))
-                        .collect::<String>(),
-                )
-                .ok()
-            })
-        {
-            loader = loader.app_name(app);
-        }
-        let config = loader
-            .timeout_config(
-                aws_config::timeout::TimeoutConfig::builder()
-                    .connect_timeout(Duration::from_secs(3))
-                    .operation_attempt_timeout(Duration::from_secs(10))
-                    .build(),
-            )
-            .load()
-            .await;
+        let config = loader(region, self.app).load().await;
         configs.insert(region.to_owned(), config.clone());
         config
     }

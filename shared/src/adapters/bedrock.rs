@@ -46,7 +46,7 @@ impl Bedrock {
         Self::from_client(aws.bedrock(region).await, region)
     }
 
-    /// Wrap a client (tests build one with `aws-smithy-mocks`).
+    /// Wrap a client (the wire tests build one over `handover_testkit::wire`).
     pub fn from_client(client: aws_sdk_bedrockruntime::Client, region: &str) -> Self {
         Self {
             client,

@@ -66,7 +66,7 @@ impl Rds {
         }
     }
 
-    /// RDS over an existing client (tests with aws-smithy-mocks).
+    /// RDS over an existing client (the wire tests: `handover_testkit::wire`).
     pub fn from_client(client: aws_sdk_rds::Client, region: &str) -> Self {
         Self {
             client,
