@@ -5,6 +5,13 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 step() { printf '==> [%4ss] %s\n' "$SECONDS" "$*"; }
+# Every temporary file of the run (the functions' logs, about 150 MB for the
+# drill at TRACE; PostgreSQL data dirs; plans) goes under one directory,
+# removed when the run passes and kept, with its path printed, when it fails.
+run_tmp=$(mktemp -d "${TMPDIR:-/tmp}/handover-test.XXXXXX")
+chmod 755 "$run_tmp" # PostgreSQL runs as its own user under root
+export TMPDIR=$run_tmp
+trap 'rc=$?; if [ $rc -eq 0 ]; then rm -rf "$run_tmp"; else echo "make test failed; its temporary files are in $run_tmp" >&2; fi' EXIT
 step "python tools (.venv)"
 scripts/venv.sh
 scripts/ensure-postgres.sh
