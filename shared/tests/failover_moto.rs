@@ -568,6 +568,51 @@ async fn compensation_waits_out_a_promote_invocation_that_may_still_call() {
     );
 }
 
+/// Found by review: a run that failed by itself (every task answered, so
+/// nothing in flight by the history) after a promote invocation claimed and
+/// sent PromoteReadReplica with its answer lost. S may not show the
+/// promotion yet; unfencing P then would make two writers once it does.
+/// A claimed promotion waits TAIL after its claim, whatever the history.
+#[tokio::test]
+async fn a_claimed_promotion_waits_its_tail_even_when_nothing_is_in_flight() {
+    use handover::failover::compensate::{Compensation, TAIL, compensate};
+    let r = run(5.0).await;
+    let _ = r.claimed("exec-claimed").await;
+    let claimed = r
+        .store
+        .primary()
+        .await
+        .unwrap()
+        .unwrap()
+        .transition
+        .and_then(|t| t.promote_claimed_at)
+        .expect("claimed");
+    let (p, s) = (r.p_rds().await, r.s_rds().await);
+    let out = compensate(&r.plan, &r.store, "exec-claimed", None, &p, &s, Utc::now()).await;
+    assert_eq!(
+        out,
+        Compensation::Deferred {
+            until: claimed + TAIL
+        }
+    );
+    assert_eq!(
+        handover_testkit::world::p_security_groups(&r.aws, &r.plan).await,
+        vec![r.plan.regions.primary.fence_security_group_id.clone()]
+    );
+    // After it, S still a replica: nothing reached RDS; P is unfenced.
+    let out = compensate(
+        &r.plan,
+        &r.store,
+        "exec-claimed",
+        None,
+        &p,
+        &s,
+        claimed + TAIL,
+    )
+    .await;
+    assert!(matches!(out, Compensation::Released { .. }), "{out:?}");
+}
+
 /// The same wait with nothing promoted: once the tail is over, P is
 /// unfenced and the transition released.
 #[tokio::test]

@@ -41,7 +41,7 @@ const UNFENCE_PAUSE: Duration = Duration::from_secs(2);
 /// (StopExecution, the run's or a task's timeout) does not stop a Lambda
 /// invocation already running: the fence or promote function can still be
 /// between its record write and its RDS call for up to its timeout (300 s
-/// for fence, 120 s for promote in the template; a template test keeps them
+/// for fence, 60 s for promote in the template; a template test keeps them
 /// under this), and RDS applies a call it accepted.
 pub const TAIL: chrono::Duration = chrono::Duration::seconds(360);
 
@@ -198,8 +198,12 @@ pub async fn compensate<P: DbFencer + Sync, S: DbInspector + Sync>(
     // Never promoted, as far as S tells. A promote invocation still running
     // may be between its claim and its call, and a fence invocation may yet
     // apply the fence: undoing now could make two writers, or fence P with
-    // nothing held. Wait them out.
-    if let Some(until) = acting_until.filter(|u| *u > now) {
+    // nothing held. Wait them out. A claimed promotion waits TAIL after its
+    // claim whatever the history says: its call may have gone out with the
+    // answer lost (the invocation then ended with an error of its own), and
+    // RDS can take a moment to show a promotion it accepted.
+    let claimed_until = tr.promote_claimed_at.map(|c| c + TAIL);
+    if let Some(until) = acting_until.max(claimed_until).filter(|u| *u > now) {
         warn!(execution, %until, "the run ended with a task that may still act: compensation waits for it");
         return Compensation::Deferred { until };
     }

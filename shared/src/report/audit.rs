@@ -431,14 +431,35 @@ pub async fn audit_for<H: ExecutionHistory>(
         now,
     )
     .await;
-    if let crate::failover::compensate::Compensation::Deferred { until } = &compensation {
-        let text = format!(
-            ":warning: *The run ended {} before the promotion, and a task it started may still be acting* ({}). P is left as the run left it (fenced, if the fence ran), and the transition stays held until {}: audit's sweep then restores P's security groups and releases it, within 5 minutes. Nothing is safe to undo before then; after it, `handover release` does the same at once.",
-            event.status,
-            input.incident_id,
-            until.format("%H:%M:%S UTC")
-        );
-        notify(deps, plan, &text).await;
+    use crate::failover::compensate::Compensation;
+    match (&compensation, acting_until) {
+        (Compensation::Deferred { until }, _) => {
+            let text = format!(
+                ":warning: *The run ended {} with nothing promoted that Handover can see, and a task it started may still be acting* ({}). P is left as the run left it (fenced, if the fence ran), and the transition stays held until {}. Audit's sweep then reads the world again, within 5 minutes: it restores P's security groups if S is still a replica, or, if S was promoted meanwhile, records S as primary and tells you to switch traffic. Nothing is safe to undo before then; after it, `handover release` does the same at once.",
+                event.status,
+                input.incident_id,
+                until.format("%H:%M:%S UTC")
+            );
+            notify(deps, plan, &text).await;
+        }
+        // Stopped while its fence or promote invocation ran, before that
+        // invocation claimed anything: it may yet fence P, and only the
+        // sweep would notice.
+        (Compensation::Nothing, Some(until))
+            if facts.states.iter().any(|s| {
+                matches!(s.name.as_str(), "Fence" | "Promote")
+                    && (s.exited_at.is_none() || s.failed)
+            }) =>
+        {
+            let text = format!(
+                ":warning: *The run ended {} while its fence or promote task may still be running* ({}). That invocation may yet fence P. If it does, audit's sweep restores P's security groups after {}, within 5 minutes; `handover status` shows whether a transition is held.",
+                event.status,
+                input.incident_id,
+                until.format("%H:%M:%S UTC")
+            );
+            notify(deps, plan, &text).await;
+        }
+        _ => {}
     }
     if let crate::failover::compensate::Compensation::Completed { epoch } = &compensation {
         let switched = steps.switch.is_some();

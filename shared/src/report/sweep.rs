@@ -131,6 +131,18 @@ pub async fn sweep<S: ExecutionHistory + ExecutionLookup>(
             )
             .await;
             info!(execution = %t.execution, status = %status.status, compensation = ?compensation, "reconciled a transition its ended run left");
+            // What the run's audit could not settle, settled now: the
+            // channel hears it (an unresolved one is alerted by compensate's
+            // log on every sweep, not posted every 5 minutes).
+            if let crate::failover::compensate::Compensation::Released { detail, .. } =
+                &compensation
+            {
+                let text = format!(
+                    ":white_check_mark: *The sweep released the transition an ended run left* ({}): {detail}. The next incident can fail over.",
+                    t.execution
+                );
+                super::audit::notify(deps, plan, &text).await;
+            }
             if let crate::failover::compensate::Compensation::Completed { epoch } = &compensation {
                 // The record now names S, but the run that gave up never
                 // switched: traffic and the writer still point at fenced P.

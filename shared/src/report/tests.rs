@@ -731,6 +731,25 @@ fn a_task_may_still_act_unless_the_run_ended_by_itself_with_every_task_answered(
     assert!(may_act(
         &serde_json::json!({ "events": aborted }).to_string()
     ));
+    // A task whose Resource is the function's ARN (as the state machine's
+    // are) logs LambdaFunction* events: the same reading.
+    let as_lambda = |error: &str| {
+        let mut v = events_of(FAILED);
+        for e in &mut v {
+            let kind = e["type"].as_str().unwrap().to_owned();
+            if let Some(rest) = kind.strip_prefix("Task")
+                && matches!(rest, "Scheduled" | "Started" | "Succeeded" | "Failed")
+            {
+                let details = e[format!("task{rest}EventDetails")].take();
+                e["type"] = Value::from(format!("LambdaFunction{rest}"));
+                e[format!("lambdaFunction{rest}EventDetails")] = details;
+            }
+        }
+        v[failure]["lambdaFunctionFailedEventDetails"]["error"] = Value::from(error);
+        serde_json::json!({ "events": v }).to_string()
+    };
+    assert!(!may_act(&as_lambda("Handover.VerifyFailed")));
+    assert!(may_act(&as_lambda("Lambda.ServiceException")));
     // A history read before its terminal event: unknown.
     let mut open = events_of(GOLDEN);
     open.pop();
