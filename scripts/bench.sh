@@ -8,10 +8,14 @@
 # 2. Automation time in the RTO: from the newest approve drill's report (one
 #    is run if there is none), the seconds from the decision to the
 #    PromoteReadReplica call, and each state's time between them.
+# 3. Cold start, Rust against a Python peer (harness/src/bin/lambda_bench.rs):
+#    the release `detect` and the hello-world floor, and the Python 3 + boto3
+#    peer under awslambdaric (bench/python/), each spawned cold under a local
+#    Lambda Runtime API against the drill's world, under a cgroup CPU quota
+#    for the template's MemorySize where the machine allows it.
 #
-# Not built yet (issue "Performance, measured side by side"): the local
-# Lambda Runtime API with init, first and warm invocation and peak RSS of the
-# release binaries, the Python peer, and the Slack click's cold p50/p99.
+# Not built yet (issue "Performance, measured side by side"): the Python peer
+# of `slack` and the Slack click's cold p50/p99.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -43,3 +47,10 @@ for s in states[i + 1 : j + 1]:
     print(f"  {s['name']:<16} {s['duration_s']:6.3f} s")
 print(f"  (from {sys.argv[1]})")
 PY
+step "cold start: release detect and the floor against the Python peer (local Lambda Runtime API)"
+scripts/venv.sh
+scripts/ensure-postgres.sh
+cargo build --release --quiet -p detect -p handover-testkit --bin detect --bin floor
+cargo build --workspace --bins --quiet
+HANDOVER_BENCH_BIN="${CARGO_TARGET_DIR:-$root/target}/release" HANDOVER_BENCH_RUNS=${HANDOVER_BENCH_RUNS:-10} \
+  "${CARGO_TARGET_DIR:-$root/target}/debug/lambda_bench"

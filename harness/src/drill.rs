@@ -159,6 +159,8 @@ impl Drop for Postgres {
 
 /// The running world. Dropping it stops everything it started.
 pub struct Drill {
+    /// The environment the stack gives the functions (what they run with).
+    env: Vec<(&'static str, String)>,
     out: PathBuf,
     started: Instant,
     _emulator: Guard,
@@ -236,6 +238,16 @@ pub fn start_emulator(out: &Path) -> Result<Guard> {
 }
 
 impl Drill {
+    /// The environment the functions run with: the stack's, for this world.
+    pub fn function_env(&self) -> &[(&'static str, String)] {
+        &self.env
+    }
+
+    /// The plan the world was provisioned for.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
     /// Start everything and provision the world from `drill/plan.json`.
     pub async fn start(out: &Path, emulator: Guard, started: Instant) -> Result<Drill> {
         let root = workspace_root();
@@ -394,6 +406,7 @@ impl Drill {
         }
         let lambdas = Lambdas::start(&env).await;
         let mut drill = Drill {
+            env,
             out: out.to_owned(),
             started,
             _emulator: emulator,

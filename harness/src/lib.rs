@@ -17,6 +17,7 @@ pub mod lambdas;
 pub mod logs;
 pub mod pdb;
 pub mod public;
+pub mod runtime_api;
 pub mod triggers;
 pub mod wire;
 pub mod world;
