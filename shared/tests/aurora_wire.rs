@@ -74,8 +74,9 @@ fn promoter(rds: &Rds, planned: bool) -> AuroraGlobal<'_> {
     }
 }
 
-#[tokio::test]
-async fn failover_allows_data_loss_and_names_the_target() {
+/// Promote (`planned`: a switchover) against an RDS that would accept
+/// either call: what went out.
+async fn promote_with_both_answers(planned: bool) -> Vec<handover_testkit::wire::Sent> {
     let replay = Replay::new()
         .on_action("FailoverGlobalCluster", started("FailoverGlobalCluster"))
         .on_action(
@@ -83,11 +84,16 @@ async fn failover_allows_data_loss_and_names_the_target() {
             started("SwitchoverGlobalCluster"),
         );
     let rds = rds(&replay).await;
-    promoter(&rds, false)
+    promoter(&rds, planned)
         .promote(Duration::from_secs(5))
         .await
         .unwrap();
-    let sent = replay.sent();
+    replay.sent()
+}
+
+#[tokio::test]
+async fn failover_allows_data_loss_and_names_the_target() {
+    let sent = promote_with_both_answers(false).await;
     assert_eq!(sent.len(), 1, "{sent:?}");
     let form = sent[0].form();
     let field = |k: &str| form.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
@@ -108,18 +114,7 @@ async fn failover_allows_data_loss_and_names_the_target() {
 
 #[tokio::test]
 async fn a_planned_switchover_uses_switchover_global_cluster() {
-    let replay = Replay::new()
-        .on_action("FailoverGlobalCluster", started("FailoverGlobalCluster"))
-        .on_action(
-            "SwitchoverGlobalCluster",
-            started("SwitchoverGlobalCluster"),
-        );
-    let rds = rds(&replay).await;
-    promoter(&rds, true)
-        .promote(Duration::from_secs(5))
-        .await
-        .unwrap();
-    let sent = replay.sent();
+    let sent = promote_with_both_answers(true).await;
     assert_eq!(sent.len(), 1, "{sent:?}");
     assert_eq!(
         sent[0].field("Action").as_deref(),

@@ -157,12 +157,14 @@ fn definition(w: &World, fail: bool) -> String {
     json!({"StartAt": "Diagnose", "States": states}).to_string()
 }
 
-async fn run(w: &World, fail: bool) -> String {
+/// Create a state machine of `definition` and start it with the run's
+/// input: (state machine ARN, execution ARN).
+async fn start(w: &World, definition: String) -> (String, String) {
     let sfn = w.deps.audit.aws.sfn(TEST_REGION).await;
     let machine = sfn
         .create_state_machine()
         .name(unique("handover-audit"))
-        .definition(definition(w, fail))
+        .definition(definition)
         .role_arn("arn:aws:iam::123456789012:role/handover-states")
         .send()
         .await
@@ -176,13 +178,19 @@ async fn run(w: &World, fail: bool) -> String {
     });
     let arn = sfn
         .start_execution()
-        .state_machine_arn(machine)
+        .state_machine_arn(&machine)
         .name(&w.incident)
         .input(input.to_string())
         .send()
         .await
         .expect("start execution")
         .execution_arn;
+    (machine, arn)
+}
+
+async fn run(w: &World, fail: bool) -> String {
+    let sfn = w.deps.audit.aws.sfn(TEST_REGION).await;
+    let (_, arn) = start(w, definition(w, fail)).await;
     for _ in 0..100 {
         let d = sfn
             .describe_execution()
@@ -626,33 +634,12 @@ async fn a_stopped_runs_fence_is_undone_only_after_its_tasks_cannot_act() {
     let w = world().await;
     let sfn = w.deps.audit.aws.sfn(TEST_REGION).await;
     // A run that sits in its fence until it is stopped.
-    let machine = sfn
-        .create_state_machine()
-        .name(unique("handover-stopped"))
-        .definition(
-            json!({"StartAt": "Fence", "States": {"Fence": {"Type": "Wait", "Seconds": 600, "End": true}}})
-                .to_string(),
-        )
-        .role_arn("arn:aws:iam::123456789012:role/handover-states")
-        .send()
-        .await
-        .expect("create state machine")
-        .state_machine_arn;
-    let input = json!({
-        "incident_id": w.incident, "drill": true, "t0": iso(w.t0), "detected_at": iso(w.t0 + Duration::seconds(120)),
-        "primary": {"region": w.plan.regions.primary.region, "db_instance_id": w.plan.regions.primary.db_instance_id, "epoch": 1},
-        "standby": {"region": w.plan.regions.standby.region, "db_instance_id": w.plan.regions.standby.db_instance_id},
-        "evidence": [], "plan": w.plan,
-    });
-    let arn = sfn
-        .start_execution()
-        .state_machine_arn(&machine)
-        .name(&w.incident)
-        .input(input.to_string())
-        .send()
-        .await
-        .expect("start execution")
-        .execution_arn;
+    let (machine, arn) = start(
+        &w,
+        json!({"StartAt": "Fence", "States": {"Fence": {"Type": "Wait", "Seconds": 600, "End": true}}})
+            .to_string(),
+    )
+    .await;
     // The fence as the run's fence function left it: the transition
     // claimed, P's groups recorded, then replaced by the fence group.
     let (p, s) = (&w.plan.regions.primary, &w.plan.regions.standby);
