@@ -35,8 +35,8 @@ step "tests (unit + against the moto emulator; path tests run the real binaries 
 scripts/with-emulator.sh bash -c 'cargo test --workspace -- --skip path_ && scripts/paths.sh'
 step "drills: approve, reject, approval timeout (full local runs)"
 scripts/drills.sh
-step "bench, reduced: detect cold against its Python peer (the debug build, 3 cold starts each; fails unless Rust's init is faster in this run)"
-HANDOVER_BENCH_BIN="${CARGO_TARGET_DIR:-$root/target}/debug" HANDOVER_BENCH_RUNS=3 HANDOVER_BENCH_CHECK=1 \
+step "bench, reduced: detect and slack cold against their Python peers (the debug build, 3 cold starts each; fails unless Rust's init is faster in this run)"
+HANDOVER_BENCH_BIN="${CARGO_TARGET_DIR:-$root/target}/debug" HANDOVER_BENCH_RUNS=3 HANDOVER_BENCH_CLICKS=3 HANDOVER_BENCH_CHECK=1 \
   "${CARGO_TARGET_DIR:-$root/target}/debug/lambda_bench"
 step "fault campaign: seeded incidents under injected faults (R >= 40 runs, 2 worlds side by side)"
 HANDOVER_CAMPAIGN_RUNS=${HANDOVER_CAMPAIGN_RUNS:-40} HANDOVER_CAMPAIGN_SHARDS=${HANDOVER_CAMPAIGN_SHARDS:-2} scripts/campaign.sh

@@ -84,7 +84,8 @@ impl fmt::Display for Summary {
     }
 }
 
-const SIGNING_SECRET: &str = "drill-signing-secret-0b1c2d3e4f";
+/// The Slack signing secret the world stores for the slack function.
+pub const SIGNING_SECRET: &str = "drill-signing-secret-0b1c2d3e4f";
 /// How long Route 53's checkers take to call a failing P unhealthy (AWS:
 /// failure threshold 3 x request interval 30 s = 90 s; compressed).
 const ROUTE53_DETECTION: Duration = Duration::from_secs(3);
@@ -246,6 +247,22 @@ impl Drill {
     /// The plan the world was provisioned for.
     pub fn plan(&self) -> &Plan {
         &self.plan
+    }
+
+    /// The world's Handover table.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The world's AWS clients (the emulator).
+    pub fn aws(&self) -> &Aws {
+        &self.aws
+    }
+
+    /// A `response_url` of the world's Slack stand-in, as Slack hands one
+    /// out with each click.
+    pub fn response_url(&self, name: &str) -> String {
+        self.slack.response_url(name)
     }
 
     /// Start everything and provision the world from `drill/plan.json`.
@@ -862,6 +879,12 @@ impl Drill {
         std::fs::write(
             self.out.join("history.json"),
             serde_json::to_string_pretty(&pages)?,
+        )?;
+        // And every AWS call the world saw, with its time and caller
+        // (`out/calls.json`): where a step's time went, call by call.
+        std::fs::write(
+            self.out.join("calls.json"),
+            serde_json::to_string_pretty(&crate::call_log().await)?,
         )?;
         Ok(())
     }

@@ -184,23 +184,22 @@ pub async fn invoke(
     Ok(body)
 }
 
-/// A Slack button click signed as Slack signs it, delivered to the slack
-/// function as the template's HTTP API route would. Returns the HTTP status
-/// and body that API Gateway would send back to Slack.
-pub async fn slack_click(
+/// The API Gateway HTTP API event of a Slack button click signed as Slack
+/// signs it (now), as the template's route delivers it to the slack function.
+pub fn slack_click_event(
     signing_secret: &str,
     user: &str,
     action: &str,
     key: &str,
     response_url: &str,
-) -> (u16, String) {
+) -> serde_json::Value {
     let body = handover::slack::stand_in::click_body(user, "T0TEAM0001", action, key, response_url);
     let (ts, sig) = handover::slack::stand_in::signed_headers(
         signing_secret.as_bytes(),
         chrono::Utc::now().timestamp(),
         body.as_bytes(),
     );
-    let event = crate::triggers::http_event(
+    crate::triggers::http_event(
         "SlackFunction",
         crate::TEST_REGION,
         "POST",
@@ -218,7 +217,20 @@ pub async fn slack_click(
             ("x-slack-signature", sig),
         ],
         &body,
-    );
+    )
+}
+
+/// A Slack button click signed as Slack signs it, delivered to the slack
+/// function as the template's HTTP API route would. Returns the HTTP status
+/// and body that API Gateway would send back to Slack.
+pub async fn slack_click(
+    signing_secret: &str,
+    user: &str,
+    action: &str,
+    key: &str,
+    response_url: &str,
+) -> (u16, String) {
+    let event = slack_click_event(signing_secret, user, action, key, response_url);
     let answer = match invoke("slack", &event).await {
         Ok(a) => a,
         // API Gateway's answer when the integration fails (HTTP API

@@ -226,6 +226,72 @@ pub async fn waiting_state_machine(aws: &Aws, region: &str) -> String {
         .state_machine_arn
 }
 
+/// An execution whose first state waits for a task token, and that token.
+/// The task is `events:putEvents.waitForTaskToken` (moto needs no Lambda
+/// for it); the token is read from the TaskScheduled event.
+pub async fn waiting_task(aws: &Aws, region: &str) -> (String, String) {
+    let sfn = aws.sfn(region).await;
+    use aws_sdk_sfn::types::HistoryEventType;
+    use serde_json::{Value, json};
+    let definition = json!({"StartAt": "RequestApproval", "States": {"RequestApproval": {
+        "Type": "Task",
+        "Resource": "arn:aws:states:::events:putEvents.waitForTaskToken",
+        "Parameters": {"Entries": [{"Source": "handover.test", "DetailType": "approval", "Detail": {"token.$": "$$.Task.Token"}}]},
+        "TimeoutSeconds": 120, "ResultPath": "$.approval", "End": true}}});
+    let machine = sfn
+        .create_state_machine()
+        .name(unique("approval-wait"))
+        .definition(definition.to_string())
+        .role_arn("arn:aws:iam::123456789012:role/handover-states")
+        .send()
+        .await
+        .unwrap()
+        .state_machine_arn;
+    let execution = sfn
+        .start_execution()
+        .state_machine_arn(machine)
+        .name(unique("run"))
+        .input(r#"{"incident_id":"shop-ap-northeast-2-20261130T141155Z"}"#)
+        .send()
+        .await
+        .unwrap()
+        .execution_arn;
+    for _ in 0..100 {
+        let history = sfn
+            .get_execution_history()
+            .execution_arn(&execution)
+            .send()
+            .await
+            .unwrap();
+        let scheduled = history
+            .events()
+            .iter()
+            .filter(|e| e.r#type() == &HistoryEventType::TaskScheduled)
+            .find_map(|e| e.task_scheduled_event_details());
+        let waiting = history
+            .events()
+            .iter()
+            .any(|e| e.r#type() == &HistoryEventType::TaskSubmitted);
+        if let (Some(s), true) = (scheduled, waiting) {
+            let params: Value = serde_json::from_str(s.parameters()).unwrap();
+            let detail = &params["Entries"][0]["Detail"];
+            let detail: Value = match detail.as_str() {
+                Some(text) => serde_json::from_str(text).unwrap(),
+                None => detail.clone(),
+            };
+            return (
+                execution,
+                detail["token"]
+                    .as_str()
+                    .expect("token in Detail")
+                    .to_owned(),
+            );
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("the task never started waiting for its token");
+}
+
 /// Executions of a state machine (name, input).
 pub async fn executions(aws: &Aws, region: &str, state_machine_arn: &str) -> Vec<(String, String)> {
     let client = aws.sfn(region).await;

@@ -3,7 +3,7 @@
 //! exactly as Slack signs them.
 
 use super::*;
-use aws_sdk_sfn::types::{ExecutionStatus, HistoryEventType};
+use aws_sdk_sfn::types::ExecutionStatus;
 use base64::engine::general_purpose::STANDARD;
 use chrono::Utc;
 use handover::approval::{CallbackError, TaskToken, new_key};
@@ -148,64 +148,7 @@ impl World {
     /// [`World::waiting_task`] in `region` (a Region no other test calls
     /// Step Functions in can take injected faults of its own).
     pub async fn waiting_task_in(&self, region: &str) -> (String, String) {
-        let sfn = self.aws.sfn(region).await;
-        let definition = json!({"StartAt": "RequestApproval", "States": {"RequestApproval": {
-            "Type": "Task",
-            "Resource": "arn:aws:states:::events:putEvents.waitForTaskToken",
-            "Parameters": {"Entries": [{"Source": "handover.test", "DetailType": "approval", "Detail": {"token.$": "$$.Task.Token"}}]},
-            "TimeoutSeconds": 120, "ResultPath": "$.approval", "End": true}}});
-        let machine = sfn
-            .create_state_machine()
-            .name(unique("approval-wait"))
-            .definition(definition.to_string())
-            .role_arn("arn:aws:iam::123456789012:role/handover-states")
-            .send()
-            .await
-            .unwrap()
-            .state_machine_arn;
-        let execution = sfn
-            .start_execution()
-            .state_machine_arn(machine)
-            .name(unique("run"))
-            .input(r#"{"incident_id":"shop-ap-northeast-2-20261130T141155Z"}"#)
-            .send()
-            .await
-            .unwrap()
-            .execution_arn;
-        for _ in 0..100 {
-            let history = sfn
-                .get_execution_history()
-                .execution_arn(&execution)
-                .send()
-                .await
-                .unwrap();
-            let scheduled = history
-                .events()
-                .iter()
-                .filter(|e| e.r#type() == &HistoryEventType::TaskScheduled)
-                .find_map(|e| e.task_scheduled_event_details());
-            let waiting = history
-                .events()
-                .iter()
-                .any(|e| e.r#type() == &HistoryEventType::TaskSubmitted);
-            if let (Some(s), true) = (scheduled, waiting) {
-                let params: Value = serde_json::from_str(s.parameters()).unwrap();
-                let detail = &params["Entries"][0]["Detail"];
-                let detail: Value = match detail.as_str() {
-                    Some(text) => serde_json::from_str(text).unwrap(),
-                    None => detail.clone(),
-                };
-                return (
-                    execution,
-                    detail["token"]
-                        .as_str()
-                        .expect("token in Detail")
-                        .to_owned(),
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        panic!("the task never started waiting for its token");
+        handover_testkit::waiting_task(&self.aws, region).await
     }
 
     /// Wait for the execution to end; (status, output, error, cause).

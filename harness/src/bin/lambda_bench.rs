@@ -25,8 +25,21 @@
 //!   faster than the Python peer's (a ratio in one run, never an absolute
 //!   time).
 //!
+//! - `HANDOVER_BENCH_FUNCTIONS` (default `detect,slack`): which functions.
+//! - `HANDOVER_BENCH_CLICKS` (default 20): cold starts of `slack` per peer,
+//!   each with one cold and one warm click (the click's distribution).
+//!
+//! `slack` answers real clicks: before each, a Step Functions task really
+//! waits for its token, the key is stored as the approval function stores
+//! it, and the click is signed as Slack signs it and shaped as the
+//! template's HTTP API route delivers it. The click counts only when the
+//! answer is a 200 and the key is recorded decided and delivered. A cold
+//! click is measured as Lambda's caller lives it: the process spawned →
+//! init → the click handed out → its 200.
+//!
 //! Prints, per function:
-//! `bench <function>: init <r> ms vs <p> ms (x<ratio>), rss <r> MB vs <p> MB, first <r> ms vs <p> ms`.
+//! `bench <function>: init <r> ms vs <p> ms (x<ratio>), rss <r> MB vs <p> MB, first <r> ms vs <p> ms`,
+//! and for `slack` the click's p50 and p99, cold and warm.
 
 use anyhow::{Context, Result, anyhow, bail};
 use handover_testkit::drill::{Drill, say, start_emulator};
@@ -110,6 +123,90 @@ impl Ticks {
     }
 }
 
+/// A pending approval per click: a Step Functions task that really waits
+/// for its token, the key stored as the approval function stores it, and
+/// the click on its approve button, signed as Slack signs it.
+struct Clicks<'a> {
+    drill: &'a Drill,
+    keys: Vec<String>,
+}
+
+impl Clicks<'_> {
+    async fn event(&mut self) -> Result<String> {
+        let (execution, token) =
+            handover_testkit::waiting_task(self.drill.aws(), handover_testkit::TEST_REGION).await;
+        let key = handover::approval::new_key().map_err(|e| anyhow!("no random key: {e}"))?;
+        let now = chrono::Utc::now();
+        self.drill
+            .store()
+            .put_approval(&handover::store::approval::NewApproval {
+                key: key.clone(),
+                task_token: token,
+                execution,
+                incident: handover_testkit::unique("bench"),
+                requested_at: now,
+                expires_at: now + chrono::Duration::minutes(15),
+                question: "FAILOVER approval: bench".into(),
+                data_loss: false,
+            })
+            .await?;
+        let event = handover_testkit::lambdas::slack_click_event(
+            handover_testkit::drill::SIGNING_SECRET,
+            &self.drill.plan().slack.approvers[0].user_id,
+            handover::slack::message::ACTION_APPROVE,
+            &key,
+            &self.drill.response_url("bench"),
+        );
+        self.keys.push(key);
+        Ok(event.to_string())
+    }
+
+    /// The click counts only if Slack got its 200 and the decision was
+    /// applied: the key decided and delivered to the waiting task.
+    async fn check(&self, answer: &str) -> Result<()> {
+        let answer: serde_json::Value = serde_json::from_str(answer)?;
+        if answer["statusCode"] != 200 {
+            bail!("the click was answered {answer}");
+        }
+        let key = self.keys.last().context("no click was sent")?;
+        let record = self
+            .drill
+            .store()
+            .approval(&handover::store::approval::ApprovalSelector::Key(
+                key.clone(),
+            ))
+            .await?
+            .context("the clicked key is gone")?;
+        if record.decided.is_none() || record.delivered_at.is_none() {
+            bail!("the click answered 200 but its decision was not applied: {record:?}");
+        }
+        Ok(())
+    }
+}
+
+/// What a function is invoked with.
+enum Work<'a> {
+    Ticks(Ticks),
+    Clicks(Clicks<'a>),
+}
+
+impl Work<'_> {
+    async fn event(&mut self) -> Result<String> {
+        match self {
+            Work::Ticks(t) => Ok(t.event()),
+            Work::Clicks(c) => c.event().await,
+        }
+    }
+
+    /// Whether `answer` did the work (the floor answers anything: not checked).
+    async fn check(&self, peer: &str, answer: &str) -> Result<()> {
+        match self {
+            Work::Clicks(c) if peer != "floor" => c.check(answer).await,
+            _ => Ok(()),
+        }
+    }
+}
+
 fn vm_hwm_kb(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
@@ -144,7 +241,7 @@ async fn sample(
     function: &str,
     peer: &Peer,
     env: &[(&'static str, String)],
-    ticks: &mut Ticks,
+    work: &mut Work<'_>,
     quota: Option<&Path>,
     log: &Path,
 ) -> Result<Sample> {
@@ -206,12 +303,17 @@ async fn sample(
         let init = ready.duration_since(spawned);
         let mut times = Vec::new();
         for _ in 0..2 {
+            let event = work.event().await?;
             let i = api
-                .invoke(&ticks.event(), Duration::from_secs(60))
+                .invoke(&event, Duration::from_secs(60))
                 .await
                 .map_err(|e| anyhow!("{} {function}: {e}", peer.label))?;
-            if let Answer::Error(e) = &i.answer {
-                bail!("{} {function} answered an error: {e}", peer.label);
+            match &i.answer {
+                Answer::Error(e) => bail!("{} {function} answered an error: {e}", peer.label),
+                Answer::Response(r) => work
+                    .check(peer.label, r)
+                    .await
+                    .with_context(|| format!("{} {function}", peer.label))?,
             }
             times.push(i.duration);
         }
@@ -231,9 +333,16 @@ async fn sample(
     result
 }
 
-fn median(mut v: Vec<Duration>) -> Duration {
+fn median(v: Vec<Duration>) -> Duration {
+    percentile(v, 50)
+}
+
+/// The nearest-rank percentile: the smallest sample at or above `p`% of
+/// them (p99 of 20 samples is the slowest).
+fn percentile(mut v: Vec<Duration>, p: usize) -> Duration {
     v.sort();
-    v[v.len() / 2]
+    let rank = (v.len() * p).div_ceil(100).max(1);
+    v[rank - 1]
 }
 
 fn ms(d: Duration) -> String {
@@ -272,27 +381,75 @@ async fn bench(
 ) -> Result<()> {
     let root = handover_testkit::lambdas::workspace_root();
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let count = |k: &str, default: usize| -> Result<usize> {
+        Ok(env(k)
+            .map(|v| v.parse())
+            .transpose()
+            .with_context(|| k.to_owned())?
+            .unwrap_or(default)
+            .max(1))
+    };
     let bin = env("HANDOVER_BENCH_BIN")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target/release"));
-    let runs: usize = env("HANDOVER_BENCH_RUNS")
-        .map(|v| v.parse())
-        .transpose()
-        .context("HANDOVER_BENCH_RUNS")?
-        .unwrap_or(5)
-        .max(1);
+    let runs = count("HANDOVER_BENCH_RUNS", 5)?;
+    let clicks = count("HANDOVER_BENCH_CLICKS", 20)?;
+    let functions = env("HANDOVER_BENCH_FUNCTIONS").unwrap_or_else(|| "detect,slack".into());
     let check = env("HANDOVER_BENCH_CHECK").is_some_and(|v| v == "1");
     let drill = Drill::start(&out, emulator, started).await?;
     let api = RuntimeApi::start().await?;
-    let function = "detect";
-    let mut ticks = Ticks {
-        fixture: serde_json::from_str(&std::fs::read_to_string(
-            root.join("functions/detect/events/scheduled.json"),
-        )?)?,
-        next: chrono::Utc::now() + chrono::Duration::hours(1),
-    };
-    let python = root.join(".venv/bin/python");
-    let peers = [
+    let mut slower = Vec::new();
+    for function in functions.split(',').map(str::trim) {
+        let (work, runs) = match function {
+            "detect" => (
+                Work::Ticks(Ticks {
+                    fixture: serde_json::from_str(&std::fs::read_to_string(
+                        root.join("functions/detect/events/scheduled.json"),
+                    )?)?,
+                    next: chrono::Utc::now() + chrono::Duration::hours(1),
+                }),
+                runs,
+            ),
+            "slack" => (
+                Work::Clicks(Clicks {
+                    drill: &drill,
+                    keys: Vec::new(),
+                }),
+                clicks,
+            ),
+            other => bail!("no bench for {other:?}: detect or slack"),
+        };
+        let (ri, pi) = one(started, &api, &drill, &bin, function, work, runs, &out).await?;
+        if ri >= pi {
+            slower.push(format!(
+                "{function}: the Rust init ({} ms) is not faster than the Python peer's ({} ms) in this run",
+                ms(ri),
+                ms(pi)
+            ));
+        }
+    }
+    drop(drill);
+    if check && !slower.is_empty() {
+        bail!("{}", slower.join("; "));
+    }
+    Ok(())
+}
+
+/// Bench `function`: `runs` cold starts of each peer, interleaved; prints
+/// its lines and returns the median inits (Rust, Python).
+#[allow(clippy::too_many_arguments)]
+async fn one(
+    started: Instant,
+    api: &RuntimeApi,
+    drill: &Drill,
+    bin: &Path,
+    function: &str,
+    mut work: Work<'_>,
+    runs: usize,
+    out: &Path,
+) -> Result<(Duration, Duration)> {
+    let root = handover_testkit::lambdas::workspace_root();
+    let mut peers = vec![
         Peer {
             label: "rust",
             program: bin.join(function),
@@ -301,7 +458,7 @@ async fn bench(
         },
         Peer {
             label: "python",
-            program: python.clone(),
+            program: root.join(".venv/bin/python"),
             args: vec![
                 "-m".into(),
                 "awslambdaric".into(),
@@ -309,20 +466,23 @@ async fn bench(
             ],
             cwd: root.join("bench/python"),
         },
-        Peer {
+    ];
+    // The floor once, beside detect: what the runtime alone costs.
+    if function == "detect" {
+        peers.push(Peer {
             label: "floor",
             program: bin.join("floor"),
             args: Vec::new(),
             cwd: root.clone(),
-        },
-    ];
+        });
+    }
     let mb = memory_mb(function);
     let quota = match cpu_quota(mb) {
         Ok(dir) => {
             say(
                 started,
                 format!(
-                    "CPU quota: {mb} MB's share of one CPU ({:.1}%), cgroup {}",
+                    "{function}: CPU quota: {mb} MB's share of one CPU ({:.1}%), cgroup {}",
                     f64::from(mb) * 100.0 / 1769.0,
                     dir.display()
                 ),
@@ -332,7 +492,9 @@ async fn bench(
         Err(why) => {
             say(
                 started,
-                format!("CPU quota: not applied, the machine does not allow it ({why})"),
+                format!(
+                    "{function}: CPU quota: not applied, the machine does not allow it ({why})"
+                ),
             );
             None
         }
@@ -344,17 +506,17 @@ async fn bench(
             bin.display()
         ),
     );
-    let log = out.join("processes.log");
+    let log = out.join(format!("{function}-processes.log"));
     let mut results: Vec<Vec<Sample>> = vec![Vec::new(); peers.len()];
     // Interleaved, so a slow moment of the machine falls on every peer alike.
     for run in 0..runs {
         for (i, peer) in peers.iter().enumerate() {
             let s = sample(
-                &api,
+                api,
                 function,
                 peer,
                 drill.function_env(),
-                &mut ticks,
+                &mut work,
                 quota.as_deref(),
                 &log,
             )
@@ -362,7 +524,7 @@ async fn bench(
             say(
                 started,
                 format!(
-                    "run {} {}: init {} ms, first {} ms, warm {} ms, rss {:.1} MB, {} AWS calls",
+                    "{function} run {} {}: init {} ms, first {} ms, warm {} ms, rss {:.1} MB, {} AWS calls",
                     run + 1,
                     peer.label,
                     ms(s.init),
@@ -406,24 +568,46 @@ async fn bench(
         ms(med(rust, |s| s.first)),
         ms(med(python, |s| s.first)),
     );
-    let floor = &results[2];
-    println!(
-        "bench floor: init {} ms, rss {:.1} MB, first {} ms ({function} spends {} ms at init beyond it: the plan, the clients); warm {function} {} ms vs {} ms; AWS calls (init and two ticks): {}",
-        ms(med(floor, |s| s.init)),
-        rss(floor),
-        ms(med(floor, |s| s.first)),
-        ms(ri.saturating_sub(med(floor, |s| s.init))),
-        ms(med(rust, |s| s.warm)),
-        ms(med(python, |s| s.warm)),
-        actions(&rust[0]).join(", ")
-    );
-    drop(drill);
-    if check && ri >= pi {
-        bail!(
-            "the Rust init ({} ms) is not faster than the Python peer's ({} ms) in this run",
-            ms(ri),
-            ms(pi)
-        );
+    match function {
+        "detect" => {
+            let floor = &results[2];
+            println!(
+                "bench floor: init {} ms, rss {:.1} MB, first {} ms ({function} spends {} ms at init beyond it: the plan, the clients); warm {function} {} ms vs {} ms; AWS calls (init and two ticks): {}",
+                ms(med(floor, |s| s.init)),
+                rss(floor),
+                ms(med(floor, |s| s.first)),
+                ms(ri.saturating_sub(med(floor, |s| s.init))),
+                ms(med(rust, |s| s.warm)),
+                ms(med(python, |s| s.warm)),
+                actions(&rust[0]).join(", ")
+            );
+        }
+        _ => {
+            // A cold click waits for the process to start: init, then the click.
+            let cold =
+                |r: &[Sample], p| percentile(r.iter().map(|s| s.init + s.first).collect(), p);
+            let warm = |r: &[Sample], p| percentile(r.iter().map(|s| s.warm).collect(), p);
+            let line = |r: &[Sample]| {
+                format!(
+                    "cold p50 {} ms p99 {} ms, warm p50 {} ms p99 {} ms",
+                    ms(cold(r, 50)),
+                    ms(cold(r, 99)),
+                    ms(warm(r, 50)),
+                    ms(warm(r, 99))
+                )
+            };
+            println!(
+                "bench {function} click (request -> 200 with the decision applied, {mb} MB, {runs} cold and {runs} warm): rust {}; python {}; Slack's budget 3000 ms, Handover's 2500 ms cold p99: {}; AWS calls (init and two clicks): {}",
+                line(rust),
+                line(python),
+                if cold(rust, 99) <= Duration::from_millis(2500) {
+                    "within"
+                } else {
+                    "OVER"
+                },
+                actions(&rust[0]).join(", ")
+            );
+        }
     }
-    Ok(())
+    Ok((ri, pi))
 }
