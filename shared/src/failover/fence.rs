@@ -286,10 +286,11 @@ async fn attempt<F: DbFencer>(
             }
             Err(e) => format!("describe after modify: {}", crate::error::chain(&e)),
         };
-        if waited.elapsed() + FENCE_POLL > confirm {
+        let pause = poll_after(waited.elapsed());
+        if waited.elapsed() + pause > confirm {
             return Err(unconfirmed(previous, last));
         }
-        tokio::time::sleep(FENCE_POLL).await;
+        tokio::time::sleep(pause).await;
     }
 }
 
@@ -317,7 +318,9 @@ async fn end_all_sessions<F: DbFencer>(
     restart: Restart<'_>,
     now: &impl Fn() -> DateTime<Utc>,
 ) -> Result<String, String> {
-    let time_left = || std::time::Instant::now() + FENCE_POLL < deadline;
+    let began = std::time::Instant::now();
+    let pause = || poll_after(began.elapsed());
+    let time_left = || std::time::Instant::now() + pause() < deadline;
     let record = |at: DateTime<Utc>| async move {
         if let Err(e) = restart
             .store
@@ -363,7 +366,7 @@ async fn end_all_sessions<F: DbFencer>(
             if !time_left() {
                 return Err(format!("reboot: {refused}"));
             }
-            tokio::time::sleep(FENCE_POLL).await;
+            tokio::time::sleep(pause()).await;
         },
     };
     loop {
@@ -384,12 +387,27 @@ async fn end_all_sessions<F: DbFencer>(
                 "{db} still {status} after its reboot: sessions opened before the fence may still write"
             ));
         }
-        tokio::time::sleep(FENCE_POLL).await;
+        tokio::time::sleep(pause()).await;
     }
 }
 
-/// How often the fence reads P's memberships while RDS applies the change.
-const FENCE_POLL: Duration = Duration::from_millis(500);
+/// How long the fence waits before it reads P again, `waited` into a wait
+/// (the group's change, the reboot): every 100 ms for the first 2 s (a
+/// group change RDS applies at once, and the emulated world's compressed
+/// pace), every 500 ms to 10 s, then every second. A reboot of minutes is
+/// then read about once a second, well inside RDS's sustained 12 requests a
+/// second per account and Region ("Request throttling for the Amazon RDS
+/// API", RDS User Guide), which the app's own tooling shares in P; and a
+/// change is seen at most one pause after RDS shows it.
+fn poll_after(waited: Duration) -> Duration {
+    if waited < Duration::from_secs(2) {
+        Duration::from_millis(100)
+    } else if waited < Duration::from_secs(10) {
+        Duration::from_millis(500)
+    } else {
+        Duration::from_secs(1)
+    }
+}
 
 #[allow(clippy::too_many_arguments)]
 fn result(
@@ -412,5 +430,35 @@ fn result(
         fenced_at,
         epoch,
         detail,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::poll_after;
+    use std::time::Duration;
+
+    /// The reads a wait of `total` costs under the schedule.
+    fn reads(total: Duration) -> u32 {
+        let (mut waited, mut n) = (Duration::ZERO, 0);
+        while waited < total {
+            waited += poll_after(waited);
+            n += 1;
+        }
+        n
+    }
+
+    #[test]
+    fn the_fence_reads_p_quickly_at_first_and_about_once_a_second_through_a_long_reboot() {
+        // A change applied within a second is seen within 100 ms of it.
+        assert_eq!(
+            poll_after(Duration::from_millis(900)),
+            Duration::from_millis(100)
+        );
+        // A reboot of 5 minutes: about one DescribeDBInstances a second,
+        // far inside RDS's sustained 12 a second per account and Region.
+        let n = reads(Duration::from_secs(300));
+        assert!((310..=330).contains(&n), "{n} reads in 5 minutes");
+        assert_eq!(reads(Duration::from_secs(2)), 20);
     }
 }
