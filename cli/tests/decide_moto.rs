@@ -396,3 +396,38 @@ async fn unknown_expired_and_unnamed_approvals_are_refused_with_what_to_do() {
     assert_eq!(code, 3, "{err}");
     assert!(err.contains("expired at"), "{err}");
 }
+
+#[tokio::test]
+async fn a_decision_resent_by_another_session_of_the_role_is_credited_to_the_one_the_key_records() {
+    let store = fresh_store(&aws()).await;
+    let plan = plan_with_cli_approver();
+    let run = waiting_run(&store, &plan, false, 900).await;
+    // Alice's approve consumed the key, and its SendTaskSuccess never
+    // answered (her terminal died): the key records her decision, undelivered.
+    let alice = "arn:aws:sts::123456789012:assumed-role/handover-oncall/alice@example.com";
+    store
+        .consume_approval(&run.key, Decision::Approve, alice, chrono::Utc::now())
+        .await
+        .unwrap();
+    // Bob, in the same on-call role, sends it again.
+    let bob = session_of(ONCALL_ROLE, "bob@example.com").await;
+    let (code, out, err) = cli(&["approve", "--key", &run.key, "--yes"], &store, &bob, "");
+    assert_eq!(code, 0, "{out}{err}");
+    let (status, output, ..) = ended(&run.execution).await;
+    assert_eq!(status, "SUCCEEDED");
+    // The run credits the decider the key records, not the re-sender.
+    let approval = &output.unwrap()["approval"];
+    assert_eq!(approval["approver_id"], alice);
+    assert_eq!(approval["approver_name"], "On-call (CLI)");
+    let rec = store
+        .approval(&ApprovalSelector::Key(run.key.clone()))
+        .await
+        .unwrap()
+        .unwrap();
+    let (d, by, _) = rec.decided.unwrap();
+    assert_eq!((d, by.as_str()), (Decision::Approve, alice));
+    assert!(
+        rec.delivered_at.is_some(),
+        "marked delivered on the re-send"
+    );
+}

@@ -276,7 +276,10 @@ async fn a_decision_step_functions_never_got_releases_the_key_for_another_click(
         .as_str()
         .unwrap()
         .to_owned();
-    assert!(note.contains("the key was released: click again"), "{note}");
+    assert!(
+        note.contains("the key was released: decide again"),
+        "{note}"
+    );
     assert_eq!(w.status(&execution).await, ExecutionStatus::Running);
 
     // The second click decides, exactly once.

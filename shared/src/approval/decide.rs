@@ -164,7 +164,7 @@ impl Outcome {
                 "Step Functions did not answer ({error}): your {decision} may or may not have reached the run. Click the same button again: Handover sends it again and tells you which, and a run takes a decision only once."
             ),
             Outcome::Failed { stage, error } => format!(
-                "Could not complete your decision ({stage}: {error}). If it says the key was consumed, decide by CLI as the message explains; otherwise click again."
+                "Could not complete your decision ({stage}: {error}). Click the same button again, or decide by CLI as the message explains."
             ),
         }
     }
@@ -309,7 +309,7 @@ impl<T: TaskCallback + Sync> Apply<'_, T> {
             }
             Err(_) => {
                 return failed(
-                    "recording the decision (timed out; it may have been recorded: click the same button again, which sends it if so)",
+                    "recording the decision (timed out; it may have been recorded: decide the same way again, which sends it if so)",
                     "DynamoDB did not answer in time",
                 );
             }
@@ -349,10 +349,19 @@ impl<T: TaskCallback + Sync> Apply<'_, T> {
                 };
             }
         };
+        // A re-send delivers the decision the key records: the run credits
+        // whoever consumed the key (another session of the same role may
+        // finish what a lost answer left open), as the key does.
+        let (approver_id, approver_name) = if resend {
+            let name = self.plan.decider_name(&owner).unwrap_or(d.approver_name);
+            (owner.clone(), name.to_owned())
+        } else {
+            (d.approver_id.to_owned(), d.approver_name.to_owned())
+        };
         let decided = Decided {
             decision: d.decision,
-            approver_id: d.approver_id.to_owned(),
-            approver_name: d.approver_name.to_owned(),
+            approver_id,
+            approver_name,
             at: now,
             data_loss_acknowledged: d.decision == Decision::Approve && d.data_loss_acknowledged,
         };
@@ -411,7 +420,7 @@ impl<T: TaskCallback + Sync> Apply<'_, T> {
         };
         let error = match timeout(self.share(deadline), call).await {
             Ok(Ok(())) => {
-                info!(incident = %approval.incident, execution = %approval.execution, decision = %decided.decision, approver = %decided.approver_id, resend, "decision sent to step functions");
+                info!(incident = %approval.incident, execution = %approval.execution, decision = %decided.decision, approver = %decided.approver_id, sent_by = %d.approver_id, resend, "decision sent to step functions");
                 delivered().await;
                 return Outcome::Decided(decided);
             }
@@ -458,7 +467,7 @@ impl<T: TaskCallback + Sync> Apply<'_, T> {
             // person's decision (releasing it now could undo one that did
             // arrive the first time); the same click tries again.
             return failed(
-                "sending the decision again (Step Functions refused it: click again, or decide by CLI)",
+                "sending the decision again (Step Functions refused it: decide the same way again)",
                 &error,
             );
         }
@@ -471,13 +480,13 @@ impl<T: TaskCallback + Sync> Apply<'_, T> {
         .await;
         match released {
             Ok(Ok(ReleaseApprovalOutcome::Released)) => failed(
-                "sending the decision to Step Functions (nothing was decided; the key was released: click again)",
+                "sending the decision to Step Functions (nothing was decided; the key was released: decide again)",
                 &error,
             ),
             other => {
                 warn!(release = ?other.map(|r| r.map_err(|e| chain(&e))), "the consumed key could not be released");
                 failed(
-                    "sending the decision to Step Functions (the key was consumed: decide by CLI)",
+                    "sending the decision to Step Functions (the key was consumed: decide the same way again, which sends it again)",
                     &error,
                 )
             }
