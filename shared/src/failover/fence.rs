@@ -319,8 +319,8 @@ async fn end_all_sessions<F: DbFencer>(
     now: &impl Fn() -> DateTime<Utc>,
 ) -> Result<String, String> {
     let began = std::time::Instant::now();
-    let pause = || poll_after(began.elapsed());
-    let time_left = || std::time::Instant::now() + pause() < deadline;
+    // Whether a pause of `p` still ends before the deadline.
+    let room_for = |p: Duration| std::time::Instant::now() + p < deadline;
     let record = |at: DateTime<Utc>| async move {
         if let Err(e) = restart
             .store
@@ -363,10 +363,13 @@ async fn end_all_sessions<F: DbFencer>(
                 record(at).await;
                 break at;
             }
-            if !time_left() {
+            // A refused reboot (P still `modifying` from the group change)
+            // is a failed mutating call in CloudTrail: asked again every
+            // 500 ms, not at the pace of a read.
+            if !room_for(REBOOT_RETRY) {
                 return Err(format!("reboot: {refused}"));
             }
-            tokio::time::sleep(pause()).await;
+            tokio::time::sleep(REBOOT_RETRY).await;
         },
     };
     loop {
@@ -382,14 +385,18 @@ async fn end_all_sessions<F: DbFencer>(
             Ok(None) => return Err(format!("{db} disappeared while rebooting")),
             Err(e) => format!("describe: {}", crate::error::chain(&e)),
         };
-        if !time_left() {
+        let pause = poll_after(began.elapsed());
+        if !room_for(pause) {
             return Err(format!(
                 "{db} still {status} after its reboot: sessions opened before the fence may still write"
             ));
         }
-        tokio::time::sleep(pause()).await;
+        tokio::time::sleep(pause).await;
     }
 }
+
+/// How often a refused reboot is asked again.
+const REBOOT_RETRY: Duration = Duration::from_millis(500);
 
 /// How long the fence waits before it reads P again, `waited` into a wait
 /// (the group's change, the reboot): every 100 ms for the first 2 s (a
