@@ -118,9 +118,11 @@ def handler(event, context):
                                  cause=json.dumps(result))
     dynamodb.update_item(
         TableName=TABLE, Key=pk,
-        UpdateExpression="SET delivered_ms = if_not_exists(delivered_ms, :now)",
+        UpdateExpression="SET delivered_ms = if_not_exists(delivered_ms, :now), "
+                         "delivered_by = if_not_exists(delivered_by, :by)",
         ConditionExpression="attribute_exists(pk) AND decided_by = :u",
-        ExpressionAttributeValues={":u": {"S": user}, ":now": {"N": str(int(time.time() * 1000))}})
+        ExpressionAttributeValues={":u": {"S": user}, ":by": {"S": user},
+                                   ":now": {"N": str(int(time.time() * 1000))}})
     blocks = [b for b in (payload.get("message") or {}).get("blocks") or []
               if b.get("block_id") not in ("handover_actions", "handover_cli")]
     blocks.append({"type": "section", "text": {"type": "mrkdwn", "text":

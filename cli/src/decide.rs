@@ -237,6 +237,14 @@ pub async fn decide(
         Decision::Reject => "Rejected",
     };
     match outcome {
+        Outcome::Decided(d) if d.approver_id != caller => Ok(format!(
+            "Re-sent {}'s {} of {} ({} at {}) as {caller}: the run has the decision, credited to them.",
+            d.approver_id,
+            d.decision,
+            record.incident,
+            d.approver_name,
+            d.at.to_rfc3339()
+        )),
         Outcome::Decided(d) => Ok(format!(
             "{verb} {} by {} ({}) at {}: the run has the decision.",
             record.incident,

@@ -413,6 +413,11 @@ async fn a_decision_resent_by_another_session_of_the_role_is_credited_to_the_one
     let bob = session_of(ONCALL_ROLE, "bob@example.com").await;
     let (code, out, err) = cli(&["approve", "--key", &run.key, "--yes"], &store, &bob, "");
     assert_eq!(code, 0, "{out}{err}");
+    let bob_arn = "arn:aws:sts::123456789012:assumed-role/handover-oncall/bob@example.com";
+    assert!(
+        out.contains(&format!("Re-sent {alice}'s approve")) && out.contains(bob_arn),
+        "{out}"
+    );
     let (status, output, ..) = ended(&run.execution).await;
     assert_eq!(status, "SUCCEEDED");
     // The run credits the decider the key records, not the re-sender.
@@ -430,4 +435,6 @@ async fn a_decision_resent_by_another_session_of_the_role_is_credited_to_the_one
         rec.delivered_at.is_some(),
         "marked delivered on the re-send"
     );
+    // Who sent it is kept beside who decided.
+    assert_eq!(rec.delivered_by.as_deref(), Some(bob_arn));
 }

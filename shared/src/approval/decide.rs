@@ -164,7 +164,7 @@ impl Outcome {
                 "Step Functions did not answer ({error}): your {decision} may or may not have reached the run. Click the same button again: Handover sends it again and tells you which, and a run takes a decision only once."
             ),
             Outcome::Failed { stage, error } => format!(
-                "Could not complete your decision ({stage}: {error}). Click the same button again, or decide by CLI as the message explains."
+                "Could not complete your decision ({stage}: {error}). Click the same button again."
             ),
         }
     }
@@ -408,7 +408,7 @@ impl<T: TaskCallback + Sync> Apply<'_, T> {
             match timeout(
                 left,
                 self.store
-                    .mark_approval_delivered(d.key, &owner, self.clock.now()),
+                    .mark_approval_delivered(d.key, &owner, d.approver_id, self.clock.now()),
             )
             .await
             {

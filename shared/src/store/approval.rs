@@ -112,6 +112,9 @@ pub struct ApprovalRecord {
     pub decided: Option<(Decision, String, DateTime<Utc>)>,
     /// When the decision was known to reach Step Functions.
     pub delivered_at: Option<DateTime<Utc>>,
+    /// Who sent the delivery that reached it: the decider, or another
+    /// session of the same CLI role that re-sent it.
+    pub delivered_by: Option<String>,
 }
 
 /// A consumed approval: what the `slack` function needs to resume the run.
@@ -326,6 +329,7 @@ impl Store {
             },
             decided,
             delivered_at: a.opt_time_ms("delivered_ms")?,
+            delivered_by: a.opt_s("delivered_by")?,
         }))
     }
 
@@ -372,11 +376,15 @@ impl Store {
     }
 
     /// Record that the decision reached Step Functions (a definitive answer),
-    /// so a repeated click is only told who decided.
+    /// so a repeated click is only told who decided. `sent_by` is who sent
+    /// it: the decider `user_id`, or another session of the same CLI role
+    /// that re-sent a decision whose first send never answered (the first
+    /// delivery is kept).
     pub async fn mark_approval_delivered(
         &self,
         key: &str,
         user_id: &str,
+        sent_by: &str,
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         let pk = approval_key(key);
@@ -385,9 +393,12 @@ impl Store {
             .update_item()
             .table_name(self.table())
             .set_key(Some(Self::key(&pk)))
-            .update_expression("SET delivered_ms = if_not_exists(delivered_ms, :now)")
+            .update_expression(
+                "SET delivered_ms = if_not_exists(delivered_ms, :now), delivered_by = if_not_exists(delivered_by, :by)",
+            )
             .condition_expression("attribute_exists(pk) AND decided_by = :u")
             .expression_attribute_values(":u", s(user_id))
+            .expression_attribute_values(":by", s(sent_by))
             .expression_attribute_values(":now", ms(now))
             .send()
             .await;
