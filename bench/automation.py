@@ -31,28 +31,38 @@ def main(out):
     plan = json.load(open(f"{out}/plan.json"))
     states = report["states"]
     names = [s["name"] for s in states]
+    if "Recheck" not in names:
+        sys.exit(f"{out}/report.json has no Recheck state: not an approved run")
     recheck = states[names.index("Recheck")]
     begin = ts(recheck["entered_at"]) - 5
 
-    def first(pred, after=begin):
-        return next(c["t"] for c in calls if c["t"] >= after and pred(c))
+    def first(pred, after=begin, what="a call"):
+        found = [c["t"] for c in calls if c["t"] >= after and pred(c)]
+        if not found:
+            sys.exit(f"{out}/calls.json has no {what}: not a drill approved by a Slack click "
+                     "that fenced P and promoted S")
+        return found[0]
 
-    def last(pred, before):
-        return max(c["t"] for c in calls if begin <= c["t"] <= before and pred(c))
+    def last(pred, before, what="a call"):
+        found = [c["t"] for c in calls if begin <= c["t"] <= before and pred(c)]
+        if not found:
+            sys.exit(f"{out}/calls.json has no {what}: not a drill approved by a Slack click "
+                     "that fenced P and promoted S")
+        return max(found)
 
     def by(fn, action=None):
         return lambda c: c.get("caller") == fn and (action is None or c["action"] == action)
 
-    promote_call = first(by("promote", "PromoteReadReplica"))
-    click = last(by("slack", "SendTaskSuccess"), promote_call)
+    promote_call = first(by("promote", "PromoteReadReplica"), what="PromoteReadReplica")
+    click = last(by("slack", "SendTaskSuccess"), promote_call, what="SendTaskSuccess by slack")
     inv = {f: first(lambda c, f=f: c["action"] == f"Invoke:{f}", click)
            for f in ("diagnose", "fence", "promote")}
     recheck_exit = ts(recheck["exited_at"])
     d_first = first(by("diagnose"), inv["diagnose"])
     d_last = last(by("diagnose"), recheck_exit)
     f_first = first(by("fence"), inv["fence"])
-    modify = first(by("fence", "ModifyDBInstance"), inv["fence"])
-    reboot = first(by("fence", "RebootDBInstance"), modify)
+    modify = first(by("fence", "ModifyDBInstance"), inv["fence"], what="ModifyDBInstance by fence")
+    reboot = first(by("fence", "RebootDBInstance"), modify, what="RebootDBInstance by fence")
     f_last_read = last(by("fence", "DescribeDBInstances"), inv["promote"])
     p_first = first(by("promote"), inv["promote"])
     probe_ms = plan["detection"]["probe_timeout_ms"]

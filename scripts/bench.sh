@@ -27,7 +27,7 @@ scripts/venv.sh
 scripts/ensure-postgres.sh
 cargo build --workspace --bins --quiet
 DRILL_DECISION=approve "${CARGO_TARGET_DIR:-$root/target}/debug/drill" > /dev/null
-python3 bench/automation.py "$(ls -d out/drill-*-approve | sort | tail -1)"
+.venv/bin/python bench/automation.py "$(ls -d out/drill-*-approve | sort | tail -1)"
 step "cold start: release detect, slack and the floor against the Python peers (local Lambda Runtime API)"
 cargo build --release --quiet -p detect -p slack -p handover-testkit --bin detect --bin slack --bin floor
 HANDOVER_BENCH_BIN="${CARGO_TARGET_DIR:-$root/target}/release" HANDOVER_BENCH_RUNS=${HANDOVER_BENCH_RUNS:-10} \

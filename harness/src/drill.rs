@@ -259,6 +259,11 @@ impl Drill {
         &self.aws
     }
 
+    /// How many `response_url` updates the Slack stand-in has received.
+    pub fn slack_updates(&self) -> usize {
+        self.slack.responses().len()
+    }
+
     /// A `response_url` of the world's Slack stand-in, as Slack hands one
     /// out with each click.
     pub fn response_url(&self, name: &str) -> String {

@@ -86,6 +86,10 @@ impl RuntimeApi {
         let server = api.clone();
         tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
+                // No Nagle delay: an answer written while the client's ACK
+                // of the last one is delayed would wait for it (~40 ms),
+                // and that wait would count as the function's.
+                let _ = stream.set_nodelay(true);
                 let api = server.clone();
                 tokio::spawn(async move {
                     let _ = api.serve(stream).await;
@@ -169,8 +173,9 @@ impl RuntimeApi {
                 head.push_str(&format!("{k}: {v}\r\n"));
             }
             head.push_str("\r\n");
+            // One write: head and body leave in one segment.
+            head.push_str(&body);
             write.write_all(head.as_bytes()).await?;
-            write.write_all(body.as_bytes()).await?;
             write.flush().await?;
         }
     }
