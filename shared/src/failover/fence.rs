@@ -318,7 +318,6 @@ async fn end_all_sessions<F: DbFencer>(
     restart: Restart<'_>,
     now: &impl Fn() -> DateTime<Utc>,
 ) -> Result<String, String> {
-    let began = std::time::Instant::now();
     // Whether a pause of `p` still ends before the deadline.
     let room_for = |p: Duration| std::time::Instant::now() + p < deadline;
     let record = |at: DateTime<Utc>| async move {
@@ -372,6 +371,8 @@ async fn end_all_sessions<F: DbFencer>(
             tokio::time::sleep(REBOOT_RETRY).await;
         },
     };
+    // The wait for the restart, read at the schedule's pace from here.
+    let began = std::time::Instant::now();
     loop {
         let status = match rds.describe(db, budget).await {
             Ok(Some(d)) if d.status == "available" => {
