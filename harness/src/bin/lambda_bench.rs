@@ -24,7 +24,6 @@
 //! - `HANDOVER_BENCH_CHECK=1`: exit non-zero unless the Rust init is
 //!   faster than the Python peer's (a ratio in one run, never an absolute
 //!   time).
-//!
 //! - `HANDOVER_BENCH_FUNCTIONS` (default `detect,slack`): which functions.
 //! - `HANDOVER_BENCH_CLICKS` (default 20): cold starts of `slack` per peer,
 //!   each with one cold and one warm click (the click's distribution).
