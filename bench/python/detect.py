@@ -21,21 +21,11 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
 import boto3
-from botocore.config import Config
 
-REGION = os.environ["AWS_REGION"]
-# The user agent names the function, as the Rust SDK's `app/detect` does,
-# so the emulator's call log attributes the calls.
-CONFIG = Config(
-    user_agent_appid="detect",
-    connect_timeout=3,
-    read_timeout=10,
-    retries={"mode": "standard", "max_attempts": 3},
-)
+from peer import REGION, TABLE, config, plan
 
-ssm = boto3.client("ssm", region_name=REGION, config=CONFIG)
-PLAN = json.loads(ssm.get_parameter(Name=os.environ["PLAN_PARAMETER"])["Parameter"]["Value"])
-TABLE = os.environ["TABLE_NAME"]
+CONFIG = config("detect")
+PLAN = plan(CONFIG)
 STATE_MACHINE = os.environ["STATE_MACHINE_ARN"]
 ALARM = (PLAN.get("detection") or {}).get("alarm")
 dynamodb = boto3.client("dynamodb", region_name=REGION, config=CONFIG)

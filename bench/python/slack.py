@@ -29,21 +29,11 @@ import urllib.request
 from datetime import datetime, timezone
 
 import boto3
-from botocore.config import Config
 
-REGION = os.environ["AWS_REGION"]
-# The user agent names the function, as the Rust SDK's `app/slack` does,
-# so the emulator's call log attributes the calls.
-CONFIG = Config(
-    user_agent_appid="slack",
-    connect_timeout=3,
-    read_timeout=10,
-    retries={"mode": "standard", "max_attempts": 3},
-)
+from peer import REGION, TABLE, config, plan
 
-ssm = boto3.client("ssm", region_name=REGION, config=CONFIG)
-PLAN = json.loads(ssm.get_parameter(Name=os.environ["PLAN_PARAMETER"])["Parameter"]["Value"])
-TABLE = os.environ["TABLE_NAME"]
+CONFIG = config("slack")
+PLAN = plan(CONFIG)
 secrets = boto3.client("secretsmanager", region_name=REGION, config=CONFIG)
 _raw = secrets.get_secret_value(SecretId=PLAN["slack"]["signing_secret_arn"])["SecretString"].strip()
 SIGNING_SECRET = (json.loads(_raw)["signing_secret"] if _raw.startswith("{") else _raw).encode()
