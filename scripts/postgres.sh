@@ -52,6 +52,9 @@ case "$cmd" in
     pw=$(cat "$dir/password")
     as_pg "$bin/psql" -h "$dir" -p "$port" -U postgres -q -v ON_ERROR_STOP=1 -d postgres <<SQL >/dev/null
 CREATE ROLE handover LOGIN PASSWORD '$pw';
+-- The canary's user reads the WAL receiver's positions on a replica (a
+-- planned switchover's catch-up): on RDS, its master user grants this.
+GRANT pg_read_all_stats TO handover;
 CREATE DATABASE handover OWNER handover;
 CREATE DATABASE handover_ro OWNER handover;
 ALTER DATABASE handover_ro SET default_transaction_read_only = on;

@@ -43,6 +43,11 @@
 //!   closed; the transition goes through audit's compensation (P unfenced
 //!   when nothing was promoted).
 //!
+//! - `handover switchover [--state-machine ARN] [--yes] [--drill]`: start a
+//!   planned switchover P → S with RPO 0 (see `switchover.rs`): it takes the
+//!   lock detect takes, and the run checks readiness, asks for approval,
+//!   fences P and promotes only once S has replayed all of P's WAL.
+//!
 //! Exit codes: 0 done, 2 usage, 3 refused (the world is not as the plan
 //! says: nothing written), 4 an AWS call or the table failed (retry),
 //! 5 readiness found a check that fails.
@@ -53,6 +58,7 @@ mod release;
 mod report;
 mod rpo;
 mod state;
+mod switchover;
 
 use handover::adapters::Rds;
 use handover::aws::Aws;
@@ -71,6 +77,7 @@ const USAGE: &str = "usage: handover init [--table TABLE] [--plan-parameter NAME
        handover reject [--key KEY | --execution ARN | --incident ID] [--yes] [--table TABLE] [--region REGION]
        handover report [--execution ARN] [--format md|html|json] [--render] [--table TABLE] [--region REGION]
        handover release [--yes] [--table TABLE] [--plan-parameter NAME | --plan-file PATH] [--region REGION]
+       handover switchover [--state-machine ARN] [--yes] [--drill] [--table TABLE] [--plan-parameter NAME | --plan-file PATH] [--region REGION]
        handover rpo [--execution ARN] [--p-host HOST] [--p-port PORT] [--s-host HOST] [--s-port PORT]
                     [--table TABLE] [--plan-parameter NAME | --plan-file PATH] [--region REGION]";
 
@@ -86,7 +93,13 @@ struct InitArgs {
 }
 
 /// Flags that take no value (present means `true`).
-const SWITCHES: &[&str] = &["--json", "--yes", "--accept-data-loss", "--render"];
+const SWITCHES: &[&str] = &[
+    "--json",
+    "--yes",
+    "--accept-data-loss",
+    "--render",
+    "--drill",
+];
 
 /// Parse `args`: the common flags plus the command's own (`extra`).
 fn parse_args(args: &[String], extra: &[&'static str]) -> Result<InitArgs, String> {
@@ -352,6 +365,13 @@ async fn main() -> ExitCode {
         Some((cmd, rest)) if cmd == "release" => match parse_args(rest, release::FLAGS) {
             Ok(a) => match context(&a).await {
                 Ok(ctx) => release::release(ctx, &a.extra).await,
+                Err(e) => Err(e),
+            },
+            Err(m) => Err((2, format!("{m}\n{USAGE}"))),
+        },
+        Some((cmd, rest)) if cmd == "switchover" => match parse_args(rest, switchover::FLAGS) {
+            Ok(a) => match context(&a).await {
+                Ok(ctx) => switchover::switchover(ctx, &a.extra).await,
                 Err(e) => Err(e),
             },
             Err(m) => Err((2, format!("{m}\n{USAGE}"))),

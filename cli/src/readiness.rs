@@ -30,7 +30,15 @@ pub async fn readiness(
         api: &api,
         secrets: &secrets,
     };
-    let r = evaluate_now(&ctx.aws, &slack, &ctx.plan, &ctx.store, chrono::Utc::now()).await;
+    let r = evaluate_now(
+        &ctx.aws,
+        &slack,
+        &ctx.plan,
+        &ctx.store,
+        chrono::Utc::now(),
+        None,
+    )
+    .await;
     let text = if json {
         serde_json::to_string_pretty(&r).unwrap_or_default()
     } else {

@@ -137,14 +137,31 @@ impl Drop for Lambdas {
 }
 
 /// The state machine definition with the function ARNs substituted, as the
-/// SAM template's DefinitionSubstitutions do.
+/// SAM template's DefinitionSubstitutions do: the names are read from the
+/// template (`XFunctionArn: !GetAtt XFunction.Arn`), so a substitution the
+/// template lacks is left in the definition and fails here.
 pub fn definition(region: &str) -> String {
     let asl = std::fs::read_to_string(workspace_root().join("statemachine.asl.json"))
         .expect("statemachine.asl.json");
+    let template = std::fs::read_to_string(workspace_root().join("infra/template.yaml"))
+        .expect("infra/template.yaml");
+    let substitutions: Vec<String> = template
+        .lines()
+        .skip_while(|l| l.trim() != "DefinitionSubstitutions:")
+        .skip(1)
+        .take_while(|l| l.trim_start().contains("FunctionArn: !GetAtt "))
+        .filter_map(|l| {
+            l.trim()
+                .split_once("FunctionArn:")
+                .map(|(name, _)| name.to_owned())
+        })
+        .collect();
+    assert!(
+        substitutions.len() >= 6,
+        "no DefinitionSubstitutions read from infra/template.yaml: {substitutions:?}"
+    );
     let mut out = asl.clone();
-    for f in [
-        "Diagnose", "Approval", "Fence", "Promote", "Switch", "Verify",
-    ] {
+    for f in &substitutions {
         out = out.replace(
             &format!("${{{f}FunctionArn}}"),
             &format!(

@@ -194,6 +194,7 @@ pub fn run_input(plan: &Plan, incident: &str) -> handover::execution::ExecutionI
     let now = chrono::Utc::now();
     ExecutionInput {
         incident_id: incident.to_owned(),
+        mode: handover::execution::Mode::Failover,
         drill: true,
         t0: now - chrono::Duration::minutes(3),
         detected_at: now,

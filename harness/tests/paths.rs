@@ -1165,3 +1165,363 @@ async fn path_a_stuck_promotion_stays_fenced_and_the_sweep_completes_it_once_s_i
         .unwrap();
     assert_eq!(swept["outcome"], "skipped", "{swept}");
 }
+
+/// A planned switchover's world: P healthy (its app answers 200, its
+/// health check passes), P's database real with its app writing, and S's
+/// database P's real streaming replica behind S's instance (the canary's).
+struct Switchover {
+    run: Run,
+    p: handover_testkit::pdb::PDatabase,
+    s: std::sync::Arc<handover_testkit::pdb::SDatabase>,
+    _lag: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Switchover {
+    fn drop(&mut self) {
+        self._lag.abort();
+    }
+}
+
+/// Provision it, cut the replication link when `partitioned`, and start the
+/// run as `handover switchover` does (mode `switchover`, the lock is the CLI's).
+async fn start_switchover(
+    w: &World,
+    partitioned: bool,
+    tweak: impl FnOnce(&mut Plan),
+) -> Switchover {
+    let aws = &w.aws;
+    let mut plan = unique_plan();
+    plan.slack.bot_token_secret_arn = w.bot_secret.clone();
+    plan.slack.signing_secret_arn = w.signing_secret.clone();
+    plan.timings.approval_timeout_s = 60;
+    plan.timings.promotion_poll_s = 1;
+    plan.timings.promotion_max_polls = 10;
+    plan.timings.verify_deadline_s = 10;
+    plan.switchover = handover::plan::SwitchoverPolicy {
+        settle_s: 2,
+        timeout_s: 30,
+        poll_s: 1,
+    };
+    let p_app = App::start(200).await;
+    let s_app = App::start(200).await;
+    plan.regions.primary.endpoint = format!("{}/health", p_app.url);
+    plan.regions.standby.endpoint = format!("{}/health", s_app.url);
+    plan.dns.read_url = Some(format!("{}/health", s_app.url));
+    provision_dns(aws, &mut plan, "p-alb.ap-northeast-2.elb.amazonaws.com").await;
+    // Readiness must pass on this plan, so the world is as an operator
+    // sets it up: the fence group exists in P's Region, and the S-side
+    // parameter the plan audits names S's image.
+    handover_testkit::world::provision_fence_group(aws, &mut plan).await;
+    aws.ssm(&plan.regions.standby.region)
+        .await
+        .put_parameter()
+        .name("/shop/app/image")
+        .value("123456789012.dkr.ecr.ap-northeast-1.amazonaws.com/shop:2026-11-30")
+        .r#type(aws_sdk_ssm::types::ParameterType::String)
+        .overwrite(true)
+        .send()
+        .await
+        .unwrap();
+    provision_databases(aws, &plan).await;
+    let dir = std::env::temp_dir().join(unique("handover-switchover"));
+    let (p, s) = handover_testkit::pdb::pair(&dir, &plan, "canary")
+        .await
+        .expect("P's database and S's streaming replica");
+    let s = std::sync::Arc::new(s);
+    let lag = handover_testkit::pdb::publish_lag(&plan.regions.standby, s.clone(), None);
+    let secret = put_db_secret(aws, &plan.regions.standby.region, "handover", s.password()).await;
+    plan.regions.standby.db_secret_arn = Some(secret.clone());
+    plan.canary = Canary::Postgres {
+        host: Some("127.0.0.1".into()),
+        port: s.port,
+        database: "canary".into(),
+        secret_arn: secret,
+        table: "handover_canary".into(),
+        require_tls: false,
+        ca_secret_arn: None,
+        tls_server_name: None,
+    };
+    tweak(&mut plan);
+    plan.validate().unwrap();
+    control("health", json!({ &plan.regions.primary.health_check_id: true, &plan.regions.standby.health_check_id: true })).await;
+    let ddb = aws.dynamodb(TEST_REGION).await;
+    for pk in ["PRIMARY", "LOCK"] {
+        ddb.delete_item()
+            .table_name(w.store.table())
+            .key("pk", aws_sdk_dynamodb::types::AttributeValue::S(pk.into()))
+            .key(
+                "sk",
+                aws_sdk_dynamodb::types::AttributeValue::S("STATE".into()),
+            )
+            .send()
+            .await
+            .unwrap();
+    }
+    w.store
+        .init_primary(
+            &plan.regions.primary.region,
+            &plan.regions.primary.db_instance_id,
+            Utc::now(),
+        )
+        .await
+        .unwrap();
+    // A first ReplicaLag sample before anyone reads it.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    if partitioned {
+        p.partition(true);
+    }
+    let sfn = aws.sfn(TEST_REGION).await;
+    let sm = sfn
+        .create_state_machine()
+        .name(unique("handover"))
+        .definition(definition(TEST_REGION))
+        .role_arn("arn:aws:iam::123456789012:role/handover-states")
+        .send()
+        .await
+        .unwrap()
+        .state_machine_arn;
+    let incident = unique("switchover");
+    let mut input = run_input(&plan, &incident);
+    input.mode = handover::execution::Mode::Switchover;
+    input.t0 = Utc::now();
+    let arn = sfn
+        .start_execution()
+        .state_machine_arn(&sm)
+        .name(&incident)
+        .input(serde_json::to_string(&input).unwrap())
+        .send()
+        .await
+        .unwrap()
+        .execution_arn;
+    w.store
+        .acquire_lock(&incident, &arn, Utc::now(), chrono::Duration::hours(1))
+        .await
+        .unwrap();
+    Switchover {
+        run: Run {
+            arn,
+            incident,
+            plan,
+            _apps: std::sync::Arc::new((p_app, s_app)),
+            state_machine: sm,
+        },
+        p,
+        s,
+        _lag: lag,
+    }
+}
+
+/// The run's readiness gate passed: its output says 0 fail (or the test
+/// stops here with every check that did not pass).
+async fn readiness_passed(w: &World, run: &Run) {
+    let out = state_outputs(w, run, "Readiness", 1).await;
+    let r = &out.last().unwrap()["readiness"];
+    assert_eq!(r["fail"], 0, "readiness failed: {:#}", r["not_passing"]);
+}
+
+/// The outputs of `state`, once it has exited `times` times.
+async fn state_outputs(w: &World, run: &Run, state: &str, times: usize) -> Vec<Value> {
+    let sfn = w.aws.sfn(TEST_REGION).await;
+    for _ in 0..600 {
+        let h = sfn
+            .get_execution_history()
+            .execution_arn(&run.arn)
+            .max_results(1000)
+            .send()
+            .await
+            .unwrap();
+        let outputs: Vec<Value> = h
+            .events()
+            .iter()
+            .filter_map(|e| e.state_exited_event_details())
+            .filter(|d| d.name() == state)
+            .filter_map(|d| d.output())
+            .filter_map(|o| serde_json::from_str::<Value>(o).ok())
+            .collect();
+        if outputs.len() >= times {
+            return outputs;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("{state} did not exit {times} times within 120 s");
+}
+
+/// The last `$.catch_up` the run recorded, once `CatchUp` has run `readings` times.
+async fn catch_up_after(w: &World, run: &Run, readings: usize) -> Value {
+    let outputs = state_outputs(w, run, "CatchUp", readings).await;
+    outputs.last().unwrap()["catch_up"].clone()
+}
+
+/// Issue 16: a planned switchover while S lags (the replication link is
+/// cut, P goes on writing): after the fence the catch-up waits, reading S's
+/// WAL receiver; once the link heals S replays the rest, the condition
+/// holds for settle_s, and only then is S promoted. RPO 0, checked on both
+/// real databases: S has every order P committed.
+#[tokio::test]
+async fn path_a_switchover_with_lag_waits_then_promotes_with_rpo_0() {
+    let w = world().await;
+    clear_faults().await;
+    let so = start_switchover(&w, true, |_| {}).await;
+    let run = &so.run;
+    readiness_passed(&w, run).await;
+    approve(&w, run).await;
+    // The fence is confirmed and S is behind: the catch-up waits.
+    let waiting = catch_up_after(&w, run, 3).await;
+    assert_eq!(waiting["status"], "waiting", "{waiting}");
+    assert!(waiting["held_since"].is_null(), "{waiting}");
+    so.p.partition(false);
+    let e = ended(&w, run).await;
+    assert_eq!(
+        e.status,
+        "SUCCEEDED",
+        "{} {:?} {:?}",
+        path(&e),
+        e.error,
+        e.cause
+    );
+    assert!(
+        path(&e).contains("Readiness > ReadinessChoice > RequestApproval"),
+        "{}",
+        path(&e)
+    );
+    assert!(
+        path(&e).contains("SwitchoverFenceChoice > CatchUp > CatchUpChoice > WaitCatchUp"),
+        "{}",
+        path(&e)
+    );
+    assert!(path(&e).contains("CatchUpChoice > Promote"), "{}", path(&e));
+    let c = &e.output["catch_up"];
+    assert_eq!(c["status"], "caught_up", "{c}");
+    assert_eq!(c["gap_bytes"], 0, "{c}");
+    assert_eq!(e.output["promotion"]["rpo_s"], 0.0);
+    assert_eq!(e.output["readiness"]["fail"], 0);
+    let rec = w.store.primary().await.unwrap().unwrap();
+    assert_eq!(rec.epoch, 2);
+    assert_eq!(rec.region, run.plan.regions.standby.region);
+    // The truth, from both disks: nothing P committed is missing from S.
+    let loss = handover_testkit::pdb::loss(&so.p, &so.s).await.unwrap();
+    assert_eq!(loss.rows, 0, "S is missing {loss:?}");
+    let audited = audit(&w, run).await;
+    let key = audited["files"][0]
+        .as_str()
+        .and_then(|f| f.strip_prefix("s3://handover-test-reports/"))
+        .unwrap_or_else(|| panic!("no report file: {audited}"))
+        .to_owned();
+    let body = w
+        .aws
+        .s3(TEST_REGION)
+        .await
+        .get_object()
+        .bucket("handover-test-reports")
+        .key(key)
+        .send()
+        .await
+        .unwrap()
+        .body
+        .collect()
+        .await
+        .unwrap()
+        .into_bytes();
+    let report: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(report["summary"]["mode"], "drill switchover");
+    assert!(
+        report["summary"]["result"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("switched over to ap-northeast-1 with RPO 0")),
+        "{}",
+        report["summary"]
+    );
+    let rpo = &report["numbers"]["rpo"];
+    assert_eq!(rpo["value_s"], 0.0, "{rpo}");
+    assert_eq!(rpo["status"], "pass", "{rpo}");
+    assert!(
+        rpo["how"]
+            .as_str()
+            .is_some_and(|h| h.starts_with("0, measured")),
+        "{rpo}"
+    );
+    eprintln!("switchover RPO: {}", rpo["how"]);
+}
+
+/// Issue 16: a planned switchover whose S never catches up (the link stays
+/// cut): the catch-up gives up at switchover.timeout_s, nothing is
+/// promoted, and audit's compensation unfences P. P is primary at epoch 1
+/// again, S is still its replica.
+#[tokio::test]
+async fn path_a_switchover_that_never_catches_up_stops_with_p_unfenced() {
+    let w = world().await;
+    clear_faults().await;
+    let so = start_switchover(&w, true, |p| {
+        p.switchover.timeout_s = 6;
+    })
+    .await;
+    let run = &so.run;
+    let before = p_groups(&w, run).await;
+    readiness_passed(&w, run).await;
+    approve(&w, run).await;
+    let e = ended(&w, run).await;
+    assert_eq!(e.status, "FAILED", "{}", path(&e));
+    assert_eq!(
+        e.error.as_deref(),
+        Some("Handover.NotCaughtUp"),
+        "{:?}",
+        e.cause
+    );
+    assert!(
+        path(&e).ends_with("CatchUpChoice > NotCaughtUp"),
+        "{}",
+        path(&e)
+    );
+    assert!(!path(&e).contains("Promote"), "{}", path(&e));
+    let calls = handover_testkit::call_log().await;
+    assert!(
+        !calls.iter().any(|c| c["action"] == "PromoteReadReplica"
+            && c["target"] == run.plan.regions.standby.db_instance_id.as_str()),
+        "nothing is promoted"
+    );
+    let fence = run.plan.regions.primary.fence_security_group_id.clone();
+    assert_eq!(
+        p_groups(&w, run).await,
+        vec![fence],
+        "P is fenced until audit"
+    );
+    let outcome = audit(&w, run).await;
+    assert_eq!(outcome["compensation"]["outcome"], "released", "{outcome}");
+    assert_eq!(p_groups(&w, run).await, before, "P is unfenced");
+    let rec = w.store.primary().await.unwrap().unwrap();
+    assert!(rec.transition.is_none(), "{rec:?}");
+    assert_eq!(rec.epoch, 1);
+    assert_eq!(rec.region, run.plan.regions.primary.region);
+    so.p.partition(false);
+    assert!(so.s.in_recovery().await.unwrap(), "S is still P's replica");
+}
+
+/// Issue 16, the everyday case: a planned switchover with S keeping up. P
+/// restarts under the fence and then takes no writes, so nothing moves on
+/// the link: the catch-up has to hear from P once after the fence (S's
+/// receiver asks after half its wal_receiver_timeout of silence) before it
+/// counts, and then S is promoted with RPO 0.
+#[tokio::test]
+async fn path_a_switchover_with_s_keeping_up_promotes_with_rpo_0() {
+    let w = world().await;
+    clear_faults().await;
+    let so = start_switchover(&w, false, |_| {}).await;
+    let run = &so.run;
+    readiness_passed(&w, run).await;
+    approve(&w, run).await;
+    let e = ended(&w, run).await;
+    assert_eq!(
+        e.status,
+        "SUCCEEDED",
+        "{} {:?} {:?}",
+        path(&e),
+        e.error,
+        e.cause
+    );
+    let c = &e.output["catch_up"];
+    assert_eq!(c["status"], "caught_up", "{c}");
+    eprintln!("catch-up: {c}");
+    let loss = handover_testkit::pdb::loss(&so.p, &so.s).await.unwrap();
+    assert_eq!(loss.rows, 0, "S is missing {loss:?}");
+    assert_eq!(w.store.primary().await.unwrap().unwrap().epoch, 2);
+}

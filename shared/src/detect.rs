@@ -441,6 +441,7 @@ impl<E: EndpointProbe, H: HealthChecks, A: Alarms, S: ExecutionStarter> Detector
         let input = ExecutionInput {
             incident_id: incident.clone(),
             drill: self.drill,
+            mode: crate::execution::Mode::Failover,
             t0,
             detected_at: now,
             primary: Side {

@@ -23,6 +23,10 @@ pub struct ExecutionInput {
     /// A drill (exercise) rather than a real failover.
     #[serde(default)]
     pub drill: bool,
+    /// What the run does: a failover (detect's) or a planned switchover
+    /// (an operator's, `handover switchover`).
+    #[serde(default)]
+    pub mode: Mode,
     /// First failing probe of the run.
     pub t0: DateTime<Utc>,
     /// When detect decided to fail over.
@@ -36,6 +40,35 @@ pub struct ExecutionInput {
     pub evidence: Vec<Value>,
     /// The plan that runs, snapshotted at detection.
     pub plan: Plan,
+}
+
+/// What a run does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// P is failing: move to S, accepting the loss the approver accepted.
+    #[default]
+    Failover,
+    /// P is healthy: stop its writes, wait until S has replayed all of
+    /// them, then move (RPO 0, or no move at all).
+    Switchover,
+}
+
+impl Mode {
+    /// `failover` / `switchover`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Failover => "failover",
+            Mode::Switchover => "switchover",
+        }
+    }
+    /// "Failover" / "Planned switchover", for people.
+    pub fn title(self) -> &'static str {
+        match self {
+            Mode::Failover => "Failover",
+            Mode::Switchover => "Planned switchover",
+        }
+    }
 }
 
 /// One side of the failover.
@@ -220,6 +253,8 @@ pub enum Action {
     Recovered,
     /// No usable replica: a person must act.
     Escalate,
+    /// A planned switchover may go ahead: P is healthy and S replicates it.
+    SwitchOver,
 }
 
 /// diagnose's output, at `$.diagnosis` (and `$.recheck` after approval).
@@ -318,6 +353,57 @@ pub struct FenceResult {
     /// The epoch the run holds.
     pub epoch: i64,
     /// Details (errors when unconfirmed).
+    pub detail: String,
+}
+
+/// Where a planned switchover's catch-up is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CatchUpStatus {
+    /// Not caught up yet (or not for `settle_s`): read again.
+    Waiting,
+    /// S has replayed all of P's WAL, and it held for `settle_s`: promote.
+    CaughtUp,
+    /// The plan's bound passed first: stop (audit unfences P).
+    TimedOut,
+}
+
+/// The catch-up's output, at `$.catch_up` (each reading replaces the last).
+///
+/// The condition, read on S through the canary's connection: S's WAL
+/// receiver has heard from P since the fence was confirmed (so since the
+/// restart that ended P's sessions), the WAL end P's last message carried
+/// is replayed on S, and both held, on one receiver, for the settle time
+/// (see `failover::catch_up`). Positions are PostgreSQL LSNs (`0/3015FD0`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CatchUpResult {
+    /// Where it is (the only field a Choice state reads, with `poll_s`).
+    pub status: CatchUpStatus,
+    /// Seconds until the next reading (the Wait state reads it).
+    pub poll_s: u64,
+    /// When the first reading was taken.
+    pub started_at: DateTime<Utc>,
+    /// Since when the condition has held, if it holds now.
+    pub held_since: Option<DateTime<Utc>>,
+    /// When it held for `settle_s` (status `caught_up`).
+    pub caught_up_at: Option<DateTime<Utc>>,
+    /// P's WAL end as P's last message to S carried it.
+    pub p_wal_end: Option<String>,
+    /// When P sent that message (P's clock).
+    pub p_reported_at: Option<DateTime<Utc>>,
+    /// S's WAL receiver process (a restarted receiver starts the settle again).
+    #[serde(default)]
+    pub receiver_pid: Option<i32>,
+    /// Readings in a row the condition held (at least two to promote).
+    #[serde(default)]
+    pub held_readings: u32,
+    /// S's last replayed position.
+    pub s_replayed: Option<String>,
+    /// Bytes of P's WAL S has not replayed (`None`: unknown).
+    pub gap_bytes: Option<u64>,
+    /// Readings taken.
+    pub readings: u32,
+    /// What the last reading saw, in words.
     pub detail: String,
 }
 

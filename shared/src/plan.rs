@@ -58,6 +58,46 @@ pub struct Plan {
     /// `sts:GetCallerIdentity` names them). Empty: nobody decides by CLI.
     #[serde(default)]
     pub cli_approvers: Vec<CliApprover>,
+    /// How a planned switchover proves that S has every write of P.
+    #[serde(default)]
+    pub switchover: SwitchoverPolicy,
+}
+
+/// A planned switchover's catch-up: after the fence stops P's writes,
+/// promotion waits until S has replayed all of P's WAL, held for
+/// `settle_s`, and gives up (P is unfenced) after `timeout_s`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SwitchoverPolicy {
+    /// How long the caught-up condition must hold, seconds.
+    #[serde(default = "default_settle_s")]
+    pub settle_s: u64,
+    /// How long to wait for it before stopping, seconds.
+    #[serde(default = "default_catch_up_timeout_s")]
+    pub timeout_s: u64,
+    /// Pause between two readings, seconds.
+    #[serde(default = "default_catch_up_poll_s")]
+    pub poll_s: u64,
+}
+
+impl Default for SwitchoverPolicy {
+    fn default() -> Self {
+        SwitchoverPolicy {
+            settle_s: default_settle_s(),
+            timeout_s: default_catch_up_timeout_s(),
+            poll_s: default_catch_up_poll_s(),
+        }
+    }
+}
+
+fn default_settle_s() -> u64 {
+    5
+}
+fn default_catch_up_timeout_s() -> u64 {
+    120
+}
+fn default_catch_up_poll_s() -> u64 {
+    2
 }
 
 /// An IAM role or user allowed to decide by CLI.
@@ -582,10 +622,32 @@ pub struct Explain {
 pub const RUN_MARGIN_S: u64 = 300;
 /// The state machine's `TimeoutSeconds` (statemachine.asl.json): two days.
 pub const MAX_RUN_S: u64 = 2 * 24 * 60 * 60;
+/// The longest a planned switchover's catch-up may wait: P takes no writes
+/// meanwhile.
+pub const MAX_CATCH_UP_S: u64 = 900;
+/// What a planned switchover spends in its readiness gate (120 s, up to
+/// five attempts, and about 300 s of waiting out a throttle) and its last
+/// catch-up reading (60 s), besides the waits.
+pub const SWITCHOVER_MARGIN_S: u64 = 5 * 120 + 300 + 60;
 /// verify runs in one Lambda invocation (Timeout 900 s) with time to report.
 pub const MAX_VERIFY_DEADLINE_S: u64 = 840;
 /// One AWS call's budget inside a step whose Lambda timeout is 60 s.
 pub const MAX_CALL_TIMEOUT_MS: u64 = 20_000;
+
+impl Plan {
+    /// The lock lease a planned switchover takes: the plan's lease, or the
+    /// longest switchover run (a failover's longest, the catch-up's bound and
+    /// [`SWITCHOVER_MARGIN_S`]) when that is longer.
+    pub fn switchover_lease_s(&self) -> u64 {
+        let worst = self
+            .timings
+            .worst_case_run_s()
+            .saturating_add(self.fence.confirm_s)
+            .saturating_add(self.switchover.timeout_s)
+            .saturating_add(SWITCHOVER_MARGIN_S);
+        self.timings.lock_lease_s.max(worst)
+    }
+}
 
 impl Timings {
     /// The longest a run can take: the approval wait, every promotion poll,
@@ -989,6 +1051,33 @@ impl Plan {
         // start beside a live one; the state machine's own TimeoutSeconds
         // must outlive it too, or a healthy run is cut off.
         // The fence may wait confirm_s for RDS on top of the timings' waits.
+        // A planned switchover also waits up to switchover.timeout_s for S
+        // to catch up: its lock lease is longer by that much
+        // ([`Plan::switchover_lease_s`]).
+        let sw = &self.switchover;
+        if sw.poll_s == 0 {
+            return bad("switchover.poll_s", "must be at least 1");
+        }
+        if sw.settle_s < sw.poll_s {
+            return bad(
+                "switchover.settle_s",
+                "must be at least poll_s: the condition must hold over two readings or more",
+            );
+        }
+        if sw.timeout_s < sw.settle_s.saturating_add(sw.poll_s) {
+            return bad(
+                "switchover.timeout_s",
+                "must be at least settle_s + poll_s: the condition must be able to hold for settle_s",
+            );
+        }
+        // P takes no writes while the catch-up waits; and each reading is
+        // a few history events (a run holds at most 25,000).
+        if sw.timeout_s > MAX_CATCH_UP_S {
+            return bad(
+                "switchover.timeout_s",
+                &format!("must be at most {MAX_CATCH_UP_S} s: P takes no writes while it waits"),
+            );
+        }
         let worst = t.worst_case_run_s() + self.fence.confirm_s;
         if t.lock_lease_s < worst {
             return bad(

@@ -62,7 +62,7 @@ pub async fn handler(event: serde_json::Value, deps: &Deps) -> Result<Diagnosis,
     let budget = std::time::Duration::from_millis(plan.detection.probe_timeout_ms);
     let by = if recheck { "re-check" } else { "diagnose" };
     let (mut diagnosis, seen) = tokio::join!(
-        diagnose(plan, &sources, Utc::now()),
+        diagnose(plan, state.input.mode, &sources, Utc::now()),
         public.observe(plan, by, budget, Utc::now)
     );
     // Advisory text, after the rules have decided; it cannot fail the step.

@@ -55,10 +55,16 @@ pub struct Outcome {
     pub slack: Option<String>,
     /// The SNS message id (or why not), on a change only.
     pub sns: Option<String>,
+    /// Checks that fail (a planned switchover's Choice state reads it).
+    pub fail: usize,
+    /// Checks that warn.
+    pub warn: usize,
+    /// Every check that is not a pass, with its fix (`FAIL id: observed. Fix: …`).
+    pub not_passing: Vec<String>,
 }
 
 /// What started this evaluation.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Trigger {
     /// The 30-minute schedule (EventBridge Scheduler).
     Schedule,
@@ -69,6 +75,16 @@ pub enum Trigger {
         /// `CREATE_COMPLETE` or `UPDATE_COMPLETE`.
         status: String,
     },
+    /// A planned switchover's first step: its own plan must be ready
+    /// (`{"execution.$": "$$.Execution.Id", "mode": "gate", "state.$": "$"}`).
+    Switchover {
+        /// The execution.
+        execution: String,
+        /// Its incident id (the lock's holder).
+        incident: String,
+        /// The plan the run carries.
+        plan: Box<Plan>,
+    },
 }
 
 /// The two payloads the template delivers: EventBridge Scheduler's, and
@@ -76,6 +92,23 @@ pub enum Trigger {
 /// create or update (the `AfterDeploy` rule). Anything else is
 /// `Handover.InvalidInput`, naming what arrived.
 pub fn trigger_of(event: serde_json::Value) -> Result<Trigger, FunctionError> {
+    if event.get("state").is_some() {
+        let task = handover::execution::TaskInput::from_event(event)?;
+        if task.mode.as_deref() != Some("gate")
+            || task.state.input.mode != handover::execution::Mode::Switchover
+        {
+            return Err(FunctionError::invalid_input(format!(
+                "a task payload for readiness must be a planned switchover's gate (mode \"gate\"), got mode {:?} of a {}",
+                task.mode,
+                task.state.input.mode.as_str()
+            )));
+        }
+        return Ok(Trigger::Switchover {
+            execution: task.execution,
+            incident: task.state.input.incident_id.clone(),
+            plan: Box::new(task.state.input.plan),
+        });
+    }
     if event["source"] != "aws.cloudformation" {
         handover::scheduler::SchedulerEvent::parse(event, "readiness")?;
         return Ok(Trigger::Schedule);
@@ -110,16 +143,66 @@ pub fn trigger_of(event: serde_json::Value) -> Result<Trigger, FunctionError> {
 /// payload is `Handover.InvalidInput` and reads nothing.
 pub async fn handler(event: serde_json::Value, deps: &Deps) -> Result<Outcome, FunctionError> {
     let trigger = trigger_of(event)?;
-    if let Trigger::Deployed { stack, status } = &trigger {
-        info!(stack, status, "the stack was deployed: readiness runs now");
-    }
-    let plan = &deps.plan;
+    let plan = match &trigger {
+        Trigger::Deployed { stack, status } => {
+            info!(stack, status, "the stack was deployed: readiness runs now");
+            &deps.plan
+        }
+        Trigger::Switchover {
+            execution, plan, ..
+        } => {
+            info!(
+                execution,
+                "a planned switchover asks: readiness runs on its plan"
+            );
+            plan.as_ref()
+        }
+        Trigger::Schedule => &deps.plan,
+    };
     let now = chrono::Utc::now();
     let slack = handover::readiness::SlackReader {
         api: &deps.slack,
         secrets: &deps.slack_secrets,
     };
-    let r = evaluate_now(&deps.aws, &slack, plan, &deps.store, now).await;
+    // A switchover's gate is asked by the run that holds the lock: its
+    // incident id is the lock's holder.
+    let own_run = match &trigger {
+        Trigger::Switchover { incident, .. } => Some(incident.as_str()),
+        _ => None,
+    };
+    let r = evaluate_now(&deps.aws, &slack, plan, &deps.store, now, own_run).await;
+    let fail = r.count(Verdict::Fail);
+    let warn = r.count(Verdict::Warn);
+    let not_passing: Vec<String> = r
+        .checks
+        .iter()
+        .filter(|c| c.verdict != Verdict::Pass)
+        .map(|c| {
+            format!(
+                "{} {}: {}. Fix: {}",
+                c.verdict.label().to_uppercase(),
+                c.id,
+                c.observed,
+                c.fix
+            )
+        })
+        .collect();
+    // The gate answers its run only: the stored result (what the approval
+    // message and the report quote, and what a change is announced
+    // against) stays the schedule's, evaluated on the stack's plan with no
+    // run holding the lock.
+    if own_run.is_some() {
+        info!(summary = %r.summary(), "readiness evaluated for a planned switchover's gate");
+        return Ok(Outcome {
+            summary: r.summary(),
+            changed: false,
+            slack: None,
+            sns: None,
+            fail,
+            warn,
+            not_passing,
+        });
+    }
     let change = deps.store.record_readiness(&r, now).await?;
     info!(summary = %r.summary(), changed = matches!(change, ReadinessChange::Changed { .. }), "readiness evaluated");
     let ReadinessChange::Changed { previous } = change else {
@@ -128,6 +211,9 @@ pub async fn handler(event: serde_json::Value, deps: &Deps) -> Result<Outcome, F
             changed: false,
             slack: None,
             sns: None,
+            fail,
+            warn,
+            not_passing,
         });
     };
     let text = announcement(plan, &r, previous.as_deref());
@@ -163,6 +249,9 @@ pub async fn handler(event: serde_json::Value, deps: &Deps) -> Result<Outcome, F
         changed: true,
         slack: Some(slack),
         sns: Some(sns),
+        fail,
+        warn,
+        not_passing,
     })
 }
 

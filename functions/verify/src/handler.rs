@@ -1,10 +1,11 @@
 //! Parse the task payload, run the three checks until the plan's deadline.
 
-use handover::adapters::Rds;
+use handover::adapters::{DbInspector, Rds};
 use handover::aws::Aws;
 use handover::error::{ErrorName, FunctionError};
-use handover::execution::{Check, TaskInput, VerifyResult};
+use handover::execution::{CatchUpResult, Check, TaskInput, VerifyResult};
 use handover::failover::canary::SecretsManager;
+use handover::failover::catch_up::{self, CanaryWal};
 use handover::failover::switch::Route53Control;
 use handover::failover::verify::{Backoff, VerifyDeps, first_write, verify};
 
@@ -36,24 +37,52 @@ pub enum Verified {
     Verify(Box<VerifyResult>),
     /// `$.first_write` (mode `first_write`).
     FirstWrite(Check),
+    /// `$.catch_up` (mode `catch_up`: a planned switchover, before promotion).
+    CatchUp(CatchUpResult),
 }
 
 /// Verify this execution's failover; with mode `first_write` (right after
-/// promotion, before the switch), only the write canary.
+/// promotion, before the switch), only the write canary; with mode
+/// `catch_up` (a planned switchover, after the fence), read through the
+/// canary's connection whether S has replayed all of P's WAL. verify is
+/// the function that reaches S's database (in S's VPC when the plan's is
+/// private), so the catch-up reads from here.
 pub async fn handler(event: serde_json::Value, deps: &Deps) -> Result<Verified, FunctionError> {
     let task = TaskInput::from_event(event)?;
-    let only_first_write = match task.mode.as_deref() {
-        None => false,
-        Some("first_write") => true,
+    let (only_first_write, catch_up) = match task.mode.as_deref() {
+        None => (false, false),
+        Some("first_write") => (true, false),
+        Some("catch_up") => (false, true),
         Some(other) => {
             return Err(FunctionError::invalid_input(format!(
-                "task payload: mode {other:?} is not one verify knows (none, or \"first_write\")"
+                "task payload: mode {other:?} is not one verify knows (none, \"first_write\" or \"catch_up\")"
             )));
         }
     };
     let standby = &task.state.input.plan.regions.standby.region;
     let secrets = SecretsManager::new(&deps.aws, standby).await;
     let rds = Rds::new(&deps.aws, standby).await;
+    if catch_up {
+        let plan = &task.state.input.plan;
+        let budget = std::time::Duration::from_millis(plan.timings.call_timeout_ms);
+        // S's endpoint as RDS reports it, for a canary that names no host
+        // (and the name its certificate must carry); a failed describe
+        // leaves the reading to say what it could not reach.
+        let endpoint = rds
+            .describe(&plan.regions.standby.db_instance_id, budget)
+            .await
+            .ok()
+            .flatten()
+            .and_then(|d| d.endpoint);
+        let wal = CanaryWal {
+            canary: &plan.canary,
+            standby_endpoint: endpoint,
+            secrets: &secrets,
+        };
+        return Ok(Verified::CatchUp(
+            catch_up::read(&task.state, &wal, chrono::Utc::now).await?,
+        ));
+    }
     if only_first_write {
         return Ok(Verified::FirstWrite(
             first_write(&task.state, &rds, &secrets, &deps.http, Backoff::default()).await,

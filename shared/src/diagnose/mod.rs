@@ -152,9 +152,10 @@ async fn targets<T: TargetHealth>(
     futures_util::future::join_all(reads).await
 }
 
-/// Snapshot and assess.
+/// Snapshot and assess, for a run of `mode`.
 pub async fn diagnose<E, H, D, L, T>(
     plan: &Plan,
+    mode: crate::execution::Mode,
     src: &Sources<'_, E, H, D, L, T>,
     now: DateTime<Utc>,
 ) -> Diagnosis
@@ -165,7 +166,7 @@ where
     L: ReplicaLag,
     T: TargetHealth,
 {
-    rules::assess(plan, &gather(plan, src, now).await)
+    rules::assess_as(plan, &gather(plan, src, now).await, mode)
 }
 
 #[cfg(test)]

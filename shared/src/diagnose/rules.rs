@@ -2,14 +2,22 @@
 //! diagnosis. No model output reaches these rules.
 
 use super::{Snapshot, TargetObservation};
-use crate::execution::{Action, Diagnosis, Evidence, Hypothesis, RiskLevel};
+use crate::execution::{Action, Diagnosis, Evidence, Hypothesis, Mode, RiskLevel};
 use crate::plan::Plan;
 
 /// Replica statuses from which PromoteReadReplica can run.
 const PROMOTABLE: &[&str] = &["available"];
 
-/// Assess a snapshot.
+/// Assess a snapshot for a failover.
 pub fn assess(plan: &Plan, snap: &Snapshot) -> Diagnosis {
+    assess_as(plan, snap, Mode::Failover)
+}
+
+/// Assess a snapshot for a run of `mode`. A planned switchover goes ahead
+/// only while P is healthy (it stops P's writes itself, and proves S has
+/// them all) and S is a usable replica of P; a failing P is a failover's
+/// case, not a planned one.
+pub fn assess_as(plan: &Plan, snap: &Snapshot, mode: Mode) -> Diagnosis {
     let p = &plan.regions.primary;
     let s = &plan.regions.standby;
     let mut ev: Vec<Evidence> = Vec::new();
@@ -174,7 +182,38 @@ pub fn assess(plan: &Plan, snap: &Snapshot) -> Diagnosis {
     };
     let p_recovered = !p_app_down && p_health_failing != Some(true);
 
-    let (action, risk, risk_rule) = if p_recovered {
+    let (action, risk, risk_rule) = if mode == Mode::Switchover {
+        if let Some(rule) = switchover_blocker(plan) {
+            reasons.push(rule.clone());
+            (
+                Action::Escalate,
+                RiskLevel::Blocked,
+                format!("blocked: {rule}"),
+            )
+        } else if let Some(rule) = blocked_rule {
+            reasons.push(rule.clone());
+            reasons.push("a planned switchover needs a usable replica of P".into());
+            (
+                Action::Escalate,
+                RiskLevel::Blocked,
+                format!("blocked: {rule}"),
+            )
+        } else if !p_recovered {
+            let rule = "p_failing: P is failing; a planned switchover stops a healthy P's writes and proves S has them all, so it cannot run now (detect fails over when P is really down)".to_string();
+            reasons.push(rule.clone());
+            (Action::Escalate, RiskLevel::Blocked, rule)
+        } else {
+            reasons.push(
+                "P is healthy and S replicates it: the switchover stops P's writes and promotes S only once S has replayed all of them"
+                    .into(),
+            );
+            (
+                Action::SwitchOver,
+                RiskLevel::Low,
+                "planned_switchover: P healthy, replica available; RPO 0 is proven before promotion or nothing is promoted".to_string(),
+            )
+        }
+    } else if p_recovered {
         reasons.push("P's endpoint answers and its health check is not failing".into());
         (
             Action::Recovered,
@@ -252,7 +291,7 @@ pub fn assess(plan: &Plan, snap: &Snapshot) -> Diagnosis {
         p_db_available,
         p_db_unreachable,
         s_app_ok,
-        replica_usable: action == Action::FailOver
+        replica_usable: matches!(action, Action::FailOver | Action::SwitchOver)
             || (p_recovered && replica_of_p && !lag.is_some_and(|l| l < 0.0)),
         lag,
         replica_found: replica.is_some(),
@@ -277,13 +316,34 @@ pub fn assess(plan: &Plan, snap: &Snapshot) -> Diagnosis {
         risk_rule,
         rpo_estimate_s,
         rpo_target_s: target,
-        rpo_over_target,
+        // A switchover never promotes with a loss: nothing to accept.
+        rpo_over_target: rpo_over_target && mode == Mode::Failover,
         action,
         reasons,
         summary,
         explanation: None,
         public: None,
     }
+}
+
+/// What in the plan keeps a planned switchover from proving RPO 0.
+fn switchover_blocker(plan: &Plan) -> Option<String> {
+    if plan.database.kind == crate::plan::DatabaseKind::AuroraGlobal {
+        return Some(
+            "a planned switchover of an Aurora global database is SwitchoverGlobalCluster's job, which Handover does not drive yet".into(),
+        );
+    }
+    if !plan.fence.end_sessions {
+        return Some(
+            "a planned switchover needs fence.end_sessions: true (without the restart, P's open sessions go on writing)".into(),
+        );
+    }
+    if matches!(plan.canary, crate::plan::Canary::Http { .. }) {
+        return Some(
+            "a planned switchover needs a postgres canary: it reads S's replay position to prove RPO 0".into(),
+        );
+    }
+    None
 }
 
 fn fmt_s(v: f64) -> String {
@@ -539,6 +599,9 @@ fn summary(
         Action::FailOver => format!("Recommend failing over to {s}."),
         Action::Recovered => "P is serving again: no failover.".into(),
         Action::Escalate => format!("Failover to {s} is blocked: escalate."),
+        Action::SwitchOver => format!(
+            "Planned switchover to {s}: P's writes stop, and S is promoted once it has replayed all of them."
+        ),
     };
     let risk = format!("{risk:?}").to_lowercase();
     format!("{p}: {app}, {hc}, {db}{lb}. {s}: {lag}. Risk {risk}. {what}")

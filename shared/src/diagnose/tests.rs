@@ -463,3 +463,79 @@ fn target_groups_are_evidence_and_move_the_hypotheses() {
     assert!(!none.evidence.iter().any(|e| e.source.starts_with("elbv2:")));
     assert!(!none.summary.contains("LB"), "{}", none.summary);
 }
+
+/// Issue 16: a planned switchover goes ahead only from a healthy P with a
+/// usable replica, asks no data-loss acknowledgement (it never promotes
+/// with a loss), and escalates otherwise, saying why.
+#[test]
+fn a_planned_switchover_needs_a_healthy_p_and_a_usable_replica() {
+    use crate::execution::Mode;
+    let plan = plan();
+    let healthy = Snapshot {
+        p_app: probe(Some(200)),
+        p_health: Ok(1.0),
+        ..down(5.0)
+    };
+    let d = rules::assess_as(&plan, &healthy, Mode::Switchover);
+    assert_eq!(d.action, Action::SwitchOver, "{}", d.risk_rule);
+    assert!(d.risk_rule.starts_with("planned_switchover"));
+    assert!(
+        d.summary.contains("Planned switchover to ap-northeast-1"),
+        "{}",
+        d.summary
+    );
+    // No ReplicaLag sample: a failover would ask to accept an unknown loss;
+    // a switchover proves RPO 0 itself, so there is nothing to accept.
+    let unknown = rules::assess_as(
+        &plan,
+        &Snapshot {
+            lag: Ok(None),
+            ..healthy.clone()
+        },
+        Mode::Switchover,
+    );
+    assert_eq!(unknown.action, Action::SwitchOver);
+    assert!(!unknown.rpo_over_target);
+    // P failing: that is a failover's case.
+    let failing = rules::assess_as(&plan, &down(5.0), Mode::Switchover);
+    assert_eq!(failing.action, Action::Escalate);
+    assert!(
+        failing.risk_rule.starts_with("p_failing"),
+        "{}",
+        failing.risk_rule
+    );
+    // A replica that is not P's: blocked, as for a failover.
+    let not_a_replica = rules::assess_as(
+        &plan,
+        &Snapshot {
+            s_db: Ok(Some(db("shop-db-replica", "available", None))),
+            ..healthy.clone()
+        },
+        Mode::Switchover,
+    );
+    assert_eq!(not_a_replica.action, Action::Escalate);
+    assert!(
+        not_a_replica
+            .risk_rule
+            .starts_with("blocked: shop-db-replica is not a replica"),
+        "{}",
+        not_a_replica.risk_rule
+    );
+    // The same snapshot for a failover is P recovered: no run at all.
+    assert_eq!(rules::assess(&plan, &healthy).action, Action::Recovered);
+    // What would keep it from proving RPO 0 blocks it before anyone is asked.
+    let mut no_restart = plan.clone();
+    no_restart.fence.end_sessions = false;
+    let mut http = plan.clone();
+    http.canary = crate::plan::Canary::Http {
+        url: "https://app.example.com/canary".into(),
+    };
+    for (p, says) in [
+        (no_restart, "fence.end_sessions"),
+        (http, "a postgres canary"),
+    ] {
+        let d = rules::assess_as(&p, &healthy, Mode::Switchover);
+        assert_eq!(d.action, Action::Escalate, "{says}");
+        assert!(d.risk_rule.contains(says), "{}", d.risk_rule);
+    }
+}

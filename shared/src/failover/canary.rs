@@ -89,16 +89,16 @@ pub struct Written {
 /// Where and how the canary reaches S's PostgreSQL: the host (S's instance
 /// endpoint as RDS reports it, unless the plan names one), the credentials,
 /// and TLS verifying S's endpoint name (or the plan's `tls_server_name`).
-struct PgTarget<'a> {
-    host: &'a str,
-    port: u16,
-    database: &'a str,
-    table: &'a str,
-    creds: DbCredentials,
-    tls: Option<(RustlsConnect, String)>,
+pub(crate) struct PgTarget<'a> {
+    pub(crate) host: &'a str,
+    pub(crate) port: u16,
+    pub(crate) database: &'a str,
+    pub(crate) table: &'a str,
+    pub(crate) creds: DbCredentials,
+    pub(crate) tls: Option<(RustlsConnect, String)>,
 }
 
-async fn pg_target<'a, S: Secrets>(
+pub(crate) async fn pg_target<'a, S: Secrets>(
     canary: &'a Canary,
     standby_endpoint: Option<&'a str>,
     secrets: &S,

@@ -3,6 +3,7 @@
 //! epoch), [`switch`] traffic and writers, [`verify`] reads and a real write.
 
 pub mod canary;
+pub mod catch_up;
 pub mod compensate;
 pub mod fence;
 pub mod pg_tls;

@@ -416,32 +416,57 @@ pub async fn start<P: ReplicaPromoter, L: ReplicaLag>(
     if let Err(reason) = promoter.ready(budget).await? {
         return Err(StepError::Precondition(reason));
     }
-    let s = &plan.regions.standby;
-    let latest = lag
-        .latest_lag(
-            &s.db_instance_id,
+    let sample = if state.input.mode == crate::execution::Mode::Switchover {
+        // A planned switchover promotes only what caught up: its RPO is 0,
+        // measured (S replayed P's final WAL position), when it was proven.
+        let caught: Option<crate::execution::CatchUpResult> = state
+            .step("catch_up")
+            .map_err(|e| StepError::Precondition(e.message))?;
+        match caught {
+            Some(c) if c.status == crate::execution::CatchUpStatus::CaughtUp => {
+                crate::adapters::cloudwatch::LagSample {
+                    seconds: 0.0,
+                    at: c.caught_up_at.unwrap_or_else(&now),
+                }
+            }
+            other => {
+                return Err(StepError::Precondition(format!(
+                    "a planned switchover promotes only once S has caught up with P; the catch-up is {}",
+                    other.map_or_else(
+                        || "missing".to_string(),
+                        |c| format!("{:?}: {}", c.status, c.detail)
+                    )
+                )));
+            }
+        }
+    } else {
+        let s = &plan.regions.standby;
+        let latest = lag
+            .latest_lag(
+                &s.db_instance_id,
+                now(),
+                chrono::Duration::minutes(5),
+                budget,
+            )
+            .await?;
+        let asked = state
+            .require::<crate::execution::Diagnosis>("diagnosis")
+            .ok();
+        if let Some(reason) = crate::diagnose::gate::loss_blocker(
+            plan,
+            latest.map(|l| l.seconds),
+            &approval,
+            asked.as_ref(),
             now(),
-            chrono::Duration::minutes(5),
-            budget,
-        )
-        .await?;
-    let asked = state
-        .require::<crate::execution::Diagnosis>("diagnosis")
-        .ok();
-    if let Some(reason) = crate::diagnose::gate::loss_blocker(
-        plan,
-        latest.map(|l| l.seconds),
-        &approval,
-        asked.as_ref(),
-        now(),
-    ) {
-        return Err(StepError::Precondition(reason));
-    }
-    // No sample and an accepted unknown loss: recorded as unknown (-1).
-    let sample = latest.unwrap_or(crate::adapters::cloudwatch::LagSample {
-        seconds: -1.0,
-        at: now(),
-    });
+        ) {
+            return Err(StepError::Precondition(reason));
+        }
+        // No sample and an accepted unknown loss: recorded as unknown (-1).
+        latest.unwrap_or(crate::adapters::cloudwatch::LagSample {
+            seconds: -1.0,
+            at: now(),
+        })
+    };
     let rec = claimed(
         store
             .claim_promotion(epoch, execution, (sample.seconds, sample.at), now())

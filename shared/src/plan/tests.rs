@@ -522,3 +522,43 @@ fn a_cli_approver_that_is_not_an_iam_role_or_user_is_refused_by_path() {
         "{e}"
     );
 }
+
+/// Issue 16: the switchover block defaults when absent, and bounds that
+/// would let one reading promote, or keep P without writes for long, are
+/// refused naming the field.
+#[test]
+fn the_switchover_block_defaults_and_its_bounds_are_checked() {
+    let plan = Plan::from_json(&without("switchover").to_string()).unwrap();
+    assert_eq!(plan.switchover, SwitchoverPolicy::default());
+    assert_eq!(
+        (
+            plan.switchover.settle_s,
+            plan.switchover.timeout_s,
+            plan.switchover.poll_s
+        ),
+        (5, 120, 2)
+    );
+    assert!(plan.switchover_lease_s() >= plan.timings.lock_lease_s);
+    for (block, says) in [
+        (
+            json!({"poll_s": 0}),
+            "plan.switchover.poll_s: must be at least 1",
+        ),
+        (
+            json!({"settle_s": 1, "poll_s": 2}),
+            "plan.switchover.settle_s: must be at least poll_s",
+        ),
+        (
+            json!({"settle_s": 5, "timeout_s": 6, "poll_s": 2}),
+            "plan.switchover.timeout_s: must be at least settle_s + poll_s",
+        ),
+        (
+            json!({"timeout_s": 901}),
+            "plan.switchover.timeout_s: must be at most 900 s",
+        ),
+    ] {
+        let err = err_of(with("switchover", block.clone()));
+        assert!(err.starts_with(says), "{block}: {err}");
+    }
+    assert!(err_of(with("switchover", json!({"settle": 5}))).contains("unknown field"));
+}

@@ -284,6 +284,12 @@ const LAG_WARN_SHARE: f64 = 0.5;
 
 /// Evaluate every check on `s`.
 pub fn evaluate(plan: &Plan, s: &Snapshot) -> Readiness {
+    evaluate_for(plan, s, None)
+}
+
+/// [`evaluate`], asked by the run `own_run` (a planned switchover's gate):
+/// the lock that run holds is not a run "going on" beside it.
+pub fn evaluate_for(plan: &Plan, s: &Snapshot, own_run: Option<&str>) -> Readiness {
     let (p, st) = (&plan.regions.primary, &plan.regions.standby);
     let mut out = Vec::new();
     // --- RDS ---------------------------------------------------------------
@@ -848,6 +854,24 @@ pub fn evaluate(plan: &Plan, s: &Snapshot) -> Readiness {
         )),
     }
     out.push(match &s.lock {
+        // A planned switchover's gate: the run asking must hold the lock
+        // (`handover switchover` takes it), or detect could start a
+        // failover beside it.
+        Ok(lock) if own_run.is_some_and(|own| {
+            lock.as_ref().and_then(|l| l.holder.as_deref()) != Some(own)
+        }) =>
+        {
+            check(
+                "state.lock",
+                Verdict::Fail,
+                match lock.as_ref().and_then(|l| l.holder.as_deref()) {
+                    Some(h) => format!("{h} holds the lock, not this switchover"),
+                    None => "this switchover does not hold the lock".into(),
+                },
+                "the lock held by the switchover asking",
+                "Start a planned switchover with `handover switchover`, which takes the lock detect takes; a run started otherwise, or beside another run, stops here.",
+            )
+        }
         Ok(Some(l)) => match (&l.holder, l.lease_until) {
             (Some(h), Some(u)) if u < s.at => check(
                 "state.lock",
@@ -855,6 +879,13 @@ pub fn evaluate(plan: &Plan, s: &Snapshot) -> Readiness {
                 format!("{h} holds the lock past its lease ({})", u.format("%Y-%m-%d %H:%M:%S")),
                 "no lock held past its lease",
                 "The holder's run ended without releasing it: audit's sweep releases it; check the execution.",
+            ),
+            (Some(h), _) if own_run == Some(h.as_str()) => check(
+                "state.lock",
+                Verdict::Pass,
+                format!("{h} holds the lock: the run asking"),
+                "no other run going on",
+                "",
             ),
             (Some(h), _) => check(
                 "state.lock",
@@ -1168,6 +1199,7 @@ pub async fn evaluate_now<W: SlackReads + Sync>(
     plan: &Plan,
     store: &crate::store::Store,
     now: DateTime<Utc>,
+    own_run: Option<&str>,
 ) -> Readiness {
     let (p, s) = (&plan.regions.primary, &plan.regions.standby);
     let p_rds = crate::adapters::Rds::new(aws, &p.region).await;
@@ -1192,7 +1224,7 @@ pub async fn evaluate_now<W: SlackReads + Sync>(
         fence: &fence,
         slack,
     };
-    evaluate(plan, &observe(plan, &sources, now).await)
+    evaluate_for(plan, &observe(plan, &sources, now).await, own_run)
 }
 
 /// Read the world (read calls only).

@@ -462,3 +462,39 @@ fn a_deactivated_or_unknown_approver_warns_and_none_left_fails() {
         },
     );
 }
+
+/// Issue 16: a planned switchover's gate runs while that run holds the
+/// lock: its own lock passes; a lock another run holds, or none at all (a
+/// run started without `handover switchover`), fails the gate. For the
+/// schedule, a held lock is a run going on: a warning.
+#[test]
+fn the_gate_passes_only_with_the_lock_held_by_the_switchover_asking() {
+    let plan = plan();
+    let mut s = healthy(&plan);
+    s.lock = Ok(Some(LockState {
+        holder: Some("shop-switchover-20261202T060000Z".into()),
+        lease_until: Some(s.at + chrono::Duration::minutes(30)),
+        cooldown_until: None,
+        last_incident: None,
+        execution: None,
+    }));
+    let own = evaluate_for(&plan, &s, Some("shop-switchover-20261202T060000Z"));
+    assert_eq!(
+        verdict(&own, "state.lock").0,
+        Verdict::Pass,
+        "{}",
+        own.text()
+    );
+    let other = evaluate_for(&plan, &s, Some("shop-ap-northeast-2-20261202T055900Z"));
+    let (v, fix) = verdict(&other, "state.lock");
+    assert_eq!(v, Verdict::Fail);
+    assert!(fix.contains("handover switchover"), "{fix}");
+    assert_eq!(verdict(&evaluate(&plan, &s), "state.lock").0, Verdict::Warn);
+    let free = healthy(&plan);
+    let r = evaluate_for(&plan, &free, Some("shop-switchover-20261202T060000Z"));
+    assert_eq!(verdict(&r, "state.lock").0, Verdict::Fail, "{}", r.text());
+    assert_eq!(
+        verdict(&evaluate(&plan, &free), "state.lock").0,
+        Verdict::Pass
+    );
+}

@@ -231,6 +231,19 @@ async fn post_summary(
     post(deps, plan, &text, &blocks).await
 }
 
+/// The cooldown after `input`'s run: the plan's, except after a planned
+/// switchover. That run was an operator's choice, not an alarm that could
+/// flap; when it promoted nothing (not ready, rejected, S not caught up)
+/// P is healthy and unfenced again, and a real failure of P just after must
+/// not be held off; when it promoted, P has no replica and detect starts
+/// no failover anyway.
+pub fn run_cooldown(input: &crate::execution::ExecutionInput) -> chrono::Duration {
+    match input.mode {
+        crate::execution::Mode::Failover => cooldown_of(&input.plan),
+        crate::execution::Mode::Switchover => chrono::Duration::zero(),
+    }
+}
+
 /// The plan's cooldown after a run, as a duration.
 pub fn cooldown_of(plan: &crate::plan::Plan) -> chrono::Duration {
     chrono::Duration::seconds(i64::try_from(plan.timings.cooldown_s).unwrap_or(i64::MAX / 1000))
@@ -340,7 +353,7 @@ pub async fn audit_for<H: ExecutionHistory>(
     {
         Some(input) => match deps
             .store
-            .release_lock(&input.incident_id, now, cooldown_of(&input.plan))
+            .release_lock(&input.incident_id, now, run_cooldown(&input))
             .await
         {
             Ok(outcome) => Some(outcome),
@@ -513,7 +526,7 @@ pub async fn audit_for<H: ExecutionHistory>(
         Some(outcome) => outcome,
         None => {
             deps.store
-                .release_lock(&input.incident_id, now, cooldown_of(plan))
+                .release_lock(&input.incident_id, now, run_cooldown(&input))
                 .await?
         }
     };

@@ -53,6 +53,7 @@ pub fn steps(facts: &RunFacts, warnings: &mut Vec<String>) -> Steps {
         recheck: typed(facts, "recheck", warnings),
         fence: typed(facts, "fence", warnings),
         promotion: typed(facts, "promotion", warnings),
+        catch_up: typed(facts, "catch_up", warnings),
         first_write: typed(facts, "first_write", warnings),
         switch: typed(facts, "switch", warnings),
         verify: typed(facts, "verify", warnings),
@@ -138,13 +139,22 @@ fn summary(
     let result = match (outcome, stopped) {
         (_, Some(stop)) => stop.summary.clone(),
         (Outcome::Succeeded, None) => match facts.steps.get("outcome").and_then(Value::as_str) {
+            // The FailedOver state ends both kinds of run.
+            Some("failed_over") if input.mode == crate::execution::Mode::Switchover => format!(
+                "switched over to {} with RPO 0: reads and writes verified",
+                input.standby.region
+            ),
             Some(o) => o.replace('_', " "),
-            None if steps.first_write().is_some() => {
-                format!(
+            None if steps.first_write().is_some() => match input.mode {
+                crate::execution::Mode::Failover => format!(
                     "failed over to {}: reads and writes verified",
                     input.standby.region
-                )
-            }
+                ),
+                crate::execution::Mode::Switchover => format!(
+                    "switched over to {} with RPO 0: reads and writes verified",
+                    input.standby.region
+                ),
+            },
             None => match steps
                 .recheck
                 .as_ref()
@@ -168,7 +178,13 @@ fn summary(
         execution_arn: arn.to_owned(),
         outcome,
         result,
-        mode: if input.drill { "drill" } else { "failover" }.into(),
+        mode: match (input.drill, input.mode) {
+            (false, crate::execution::Mode::Failover) => "failover",
+            (true, crate::execution::Mode::Failover) => "drill",
+            (false, crate::execution::Mode::Switchover) => "switchover",
+            (true, crate::execution::Mode::Switchover) => "drill switchover",
+        }
+        .into(),
         primary_region: input.primary.region.clone(),
         standby_region: input.standby.region.clone(),
         primary_db: input.primary.db_instance_id.clone(),

@@ -117,7 +117,7 @@ pub struct Summary {
     pub outcome: Outcome,
     /// What the run achieved, in words (`failed over`, `rejected by …`, `P recovered`, …).
     pub result: String,
-    /// `drill` or `failover`.
+    /// `failover`, `drill`, `switchover` or `drill switchover`.
     pub mode: String,
     /// Region P.
     pub primary_region: String,

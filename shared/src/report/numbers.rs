@@ -25,6 +25,8 @@ pub struct Steps {
     pub fence: Option<FenceResult>,
     /// `$.promotion` (the last poll).
     pub promotion: Option<PromotionResult>,
+    /// `$.catch_up`: a planned switchover's last catch-up reading.
+    pub catch_up: Option<crate::execution::CatchUpResult>,
     /// `$.first_write`: the write canary right after promotion.
     pub first_write: Option<Check>,
     /// `$.switch`.
@@ -292,7 +294,40 @@ pub fn numbers(b: &Basis<'_>) -> Numbers {
         conservative_rto.how = "nothing was promoted: no new primary to back up".into();
     }
     let target = b.input.plan.targets.rpo_s;
+    let switchover = b.input.mode == crate::execution::Mode::Switchover;
     let mut rpo = match &s.promotion {
+        // A planned switchover promotes only what caught up: RPO 0, measured.
+        Some(p) if switchover => Measure {
+            key: "rpo".into(),
+            label: "RPO".into(),
+            value_s: Some(p.rpo_s),
+            target_s: target,
+            status: if p.rpo_s == 0.0 {
+                Status::Pass
+            } else {
+                Status::Miss
+            },
+            how: match s.catch_up.as_ref() {
+                Some(c) => format!(
+                    "0, measured, not estimated: after the fence was confirmed{}, S replayed P's WAL end {} (in P's message sent at {}), and it held {} s over {} readings before the promotion call at {}",
+                    s.fence
+                        .as_ref()
+                        .map(|f| format!(" at {}", hms(f.fenced_at)))
+                        .unwrap_or_default(),
+                    c.p_wal_end.as_deref().unwrap_or("?"),
+                    c.p_reported_at.map(hms).unwrap_or_else(|| "?".into()),
+                    match (c.held_since, c.caught_up_at) {
+                        (Some(h), Some(u)) => fmt_num((u - h).num_milliseconds() as f64 / 1000.0),
+                        _ => "?".into(),
+                    },
+                    c.held_readings,
+                    hms(p.promote_started_at)
+                ),
+                None => "the run's catch-up reading is missing from the history: RPO 0 is the promotion's record ($.promotion.rpo_s), not shown here".into(),
+            },
+            from_at: Some(p.lag_sampled_at),
+            to_at: Some(p.promote_started_at),
+        },
         Some(p) => {
             let over = p.rpo_s < 0.0 || p.rpo_s > target as f64;
             Measure {
@@ -346,7 +381,15 @@ pub fn numbers(b: &Basis<'_>) -> Numbers {
             } else {
                 Status::Pending
             },
-            how: "no promotion: no data was given up".into(),
+            how: match s.catch_up.as_ref() {
+                Some(c) if switchover && c.status != crate::execution::CatchUpStatus::CaughtUp => {
+                    format!(
+                        "no promotion: S did not catch up ({}), so nothing was promoted and no write was given up",
+                        c.detail
+                    )
+                }
+                _ => "no promotion: no data was given up".into(),
+            },
             from_at: None,
             to_at: None,
         },

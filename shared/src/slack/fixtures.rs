@@ -21,6 +21,7 @@ pub(crate) fn state(lag_s: Option<f64>) -> ExecutionState {
     let input = ExecutionInput {
         incident_id: "shop-ap-northeast-2-20261130T141155Z".into(),
         drill: false,
+        mode: crate::execution::Mode::Failover,
         t0: t0(),
         detected_at: t0() + chrono::Duration::minutes(2),
         primary: Side {

@@ -7,7 +7,9 @@
 //! ([`ACTION_APPROVE_DATA_LOSS`]) so the click itself records the
 //! acknowledgement.
 
-use crate::execution::{Diagnosis, ExecutionState, Explanation, ExplanationOutcome, RiskLevel};
+use crate::execution::{
+    Diagnosis, ExecutionState, Explanation, ExplanationOutcome, Mode, RiskLevel,
+};
 use crate::store::approval::Decision;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
@@ -55,11 +57,29 @@ pub struct ApprovalView<'a> {
     pub readiness: Option<&'a str>,
 }
 
+/// `FAILOVER`, `SWITCHOVER`, `DRILL` or `DRILL SWITCHOVER`.
+fn mode_word(input: &crate::execution::ExecutionInput) -> &'static str {
+    match (input.drill, input.mode) {
+        (false, Mode::Failover) => "FAILOVER",
+        (false, Mode::Switchover) => "SWITCHOVER",
+        (true, Mode::Failover) => "DRILL",
+        (true, Mode::Switchover) => "DRILL SWITCHOVER",
+    }
+}
+
+/// "Fail over" / "Switch over".
+fn verb(input: &crate::execution::ExecutionInput) -> &'static str {
+    match input.mode {
+        Mode::Failover => "Fail over",
+        Mode::Switchover => "Switch over",
+    }
+}
+
 /// The approval request: notification text and blocks.
 pub fn approval(v: &ApprovalView<'_>) -> (String, Vec<Value>) {
     let input = &v.state.input;
     let d = v.diagnosis;
-    let mode = if input.drill { "DRILL" } else { "FAILOVER" };
+    let mode = mode_word(input);
     let header = format!(
         "{} {mode} approval: {} — {}",
         if input.drill { "🧪" } else { "🚨" },
@@ -80,9 +100,15 @@ pub fn approval(v: &ApprovalView<'_>) -> (String, Vec<Value>) {
             "Risk",
             &format!("*{}* — {}", risk_word(d.risk), d.risk_rule),
         ),
-        field("RPO estimate", &rpo_line(d)),
+        match input.mode {
+            Mode::Failover => field("RPO estimate", &rpo_line(d)),
+            Mode::Switchover => field(
+                "RPO",
+                "0 — writes stop on P, and S is promoted only once it has replayed all of them; otherwise nothing is promoted and P is unfenced",
+            ),
+        },
         field(
-            "Fail over",
+            verb(input),
             &format!("{} → {}", input.primary.region, input.standby.region),
         ),
         field(
@@ -115,7 +141,7 @@ pub fn approval(v: &ApprovalView<'_>) -> (String, Vec<Value>) {
     if let Some(x) = &d.explanation {
         blocks.push(explanation(x));
     }
-    blocks.push(json!({"type": "actions", "block_id": BLOCK_ACTIONS, "elements": [approve_button(d, v.key), reject_button(v.key)]}));
+    blocks.push(json!({"type": "actions", "block_id": BLOCK_ACTIONS, "elements": [approve_button(d, input.mode, v.key), reject_button(v.key)]}));
     blocks.push(json!({"type": "context", "block_id": BLOCK_CLI, "elements": cli_hint(v)}));
     (fallback, blocks)
 }
@@ -181,9 +207,13 @@ pub fn slack_date(t: DateTime<Utc>) -> String {
     )
 }
 
-fn approve_button(d: &Diagnosis, key: &str) -> Value {
+fn approve_button(d: &Diagnosis, mode: Mode, key: &str) -> Value {
     if !d.rpo_over_target {
-        return json!({"type": "button", "action_id": ACTION_APPROVE, "style": "primary", "value": key, "text": plain("Approve failover")});
+        let label = match mode {
+            Mode::Failover => "Approve failover",
+            Mode::Switchover => "Approve switchover",
+        };
+        return json!({"type": "button", "action_id": ACTION_APPROVE, "style": "primary", "value": key, "text": plain(label)});
     }
     let (label, loss) = match d.rpo_estimate_s {
         Some(s) if s >= 0.0 => (
@@ -254,14 +284,15 @@ pub fn question_text(
     readiness: Option<&str>,
 ) -> String {
     let input = &state.input;
-    let mode = if input.drill { "DRILL" } else { "FAILOVER" };
+    let mode = mode_word(input);
     let mut out = vec![
         format!(
             "{mode} approval: {} — {}",
             input.plan.service, input.incident_id
         ),
         format!(
-            "Fail over {} → {}: database {} → promote {}",
+            "{} {} → {}: database {} → promote {}",
+            verb(input),
             input.primary.region,
             input.standby.region,
             input.primary.db_instance_id,
@@ -312,7 +343,7 @@ fn cli_hint(v: &ApprovalView<'_>) -> Vec<Value> {
 /// the same question in plain text, with the commands to answer it.
 pub fn approval_fallback(v: &ApprovalView<'_>, slack_error: &str) -> (String, String) {
     let input = &v.state.input;
-    let mode = if input.drill { "DRILL" } else { "FAILOVER" };
+    let mode = mode_word(input);
     let subject = format!(
         "Handover {mode}: approval needed for {} (Slack refused)",
         input.incident_id

@@ -319,3 +319,39 @@ fn the_last_readiness_is_in_the_question() {
             .contains("never evaluated")
     );
 }
+
+/// Issue 16: a planned switchover's question says what it is, promises RPO 0
+/// (it never promotes with a loss), and has no data-loss button even with
+/// no ReplicaLag sample.
+#[test]
+fn a_switchover_is_asked_as_one_with_rpo_0_and_no_data_loss_button() {
+    let mut state = fixtures::state(None);
+    state.input.mode = crate::execution::Mode::Switchover;
+    let mut diagnosis = fixtures::diagnosis(None);
+    diagnosis.rpo_over_target = false;
+    diagnosis.action = crate::execution::Action::SwitchOver;
+    let requested_at = fixtures::t0() + chrono::Duration::seconds(200);
+    let view = ApprovalView {
+        state: &state,
+        diagnosis: &diagnosis,
+        key: KEY,
+        requested_at,
+        expires_at: requested_at + chrono::Duration::minutes(15),
+        cli: &cli(),
+        readiness: None,
+    };
+    let (text, blocks) = approval(&view);
+    assert!(text.starts_with("SWITCHOVER approval needed"), "{text}");
+    let all = serde_json::to_string(&blocks).unwrap();
+    assert!(all.contains("SWITCHOVER approval"), "{all}");
+    assert!(all.contains("*Switch over*"), "{all}");
+    assert!(all.contains("*RPO*\\n0 — writes stop on P"), "{all}");
+    assert!(all.contains("Approve switchover"), "{all}");
+    assert!(!all.contains(ACTION_APPROVE_DATA_LOSS), "{all}");
+    let q = question_text(&state, &diagnosis, view.expires_at, None);
+    assert!(
+        q.contains("Switch over ap-northeast-2 → ap-northeast-1"),
+        "{q}"
+    );
+    assert!(!q.contains("DATA LOSS"), "{q}");
+}

@@ -1,0 +1,204 @@
+//! `handover switchover`: start a planned switchover, P → S, with RPO 0.
+//!
+//! It takes the same lock detect takes (so no failover can start beside
+//! it, and it cannot start beside one), then starts the state machine with
+//! `mode: switchover`. The run checks readiness on its plan, asks for
+//! approval as a failover does, fences P, waits until S has replayed all
+//! of P's WAL (or stops, and audit unfences P), then promotes, switches
+//! and verifies.
+
+use crate::Context;
+use chrono::Utc;
+use handover::adapters::{ExecutionStarter, Sfn, StartOutcome};
+use handover::execution::{ExecutionInput, Mode, Side};
+use handover::store::lock::{AcquireOutcome, ReleaseOutcome};
+use std::io::{BufRead, Write};
+
+/// The flags `switchover` takes besides the common ones.
+pub const FLAGS: &[&str] = &["--state-machine", "--yes", "--drill"];
+
+fn failed(e: impl std::fmt::Display) -> (u8, String) {
+    (4, format!("failed (retry): {e}"))
+}
+
+fn refused(m: impl std::fmt::Display) -> (u8, String) {
+    (3, format!("refused: {m}"))
+}
+
+/// The execution name: `<service>-switchover-<time>` (at most 80 characters
+/// of `[A-Za-z0-9-_]`, as detect's incident ids).
+pub fn switchover_id(service: &str, at: chrono::DateTime<Utc>) -> String {
+    handover::detect::incident_id(service, "switchover", at)
+}
+
+/// Start a planned switchover.
+pub async fn switchover(
+    ctx: Context,
+    flags: &std::collections::BTreeMap<&'static str, String>,
+) -> Result<String, (u8, String)> {
+    let plan = &ctx.plan;
+    let state_machine = flags
+        .get("--state-machine")
+        .cloned()
+        .or_else(|| crate::env("STATE_MACHINE_ARN"))
+        .ok_or_else(|| {
+            (
+                2,
+                "no state machine: pass --state-machine (the stack output StateMachineArn) or set STATE_MACHINE_ARN"
+                    .to_string(),
+            )
+        })?;
+    let record = ctx
+        .store
+        .primary()
+        .await
+        .map_err(|e| failed(handover::error::chain(&e)))?
+        .ok_or_else(|| refused("there is no primary record: run `handover init` first"))?;
+    if let Some(t) = &record.transition {
+        return Err(refused(format!(
+            "a transition is in progress ({:?}, held by {} since {}): wait for it, or `handover release` once its run has ended",
+            t.phase, t.execution, t.since
+        )));
+    }
+    if record.region != plan.regions.primary.region {
+        return Err(refused(format!(
+            "the primary record names {} ({}), not the plan's P ({}): after a failover S has no replica to switch over to; getting back to P is a failback",
+            record.db_instance_id, record.region, plan.regions.primary.region
+        )));
+    }
+    let (p, s) = (&plan.regions.primary, &plan.regions.standby);
+    let what = format!(
+        "Planned switchover of {}: {} ({}) → {} ({}), epoch {} → {}.\n\
+         The run checks readiness, asks for approval in Slack (or `handover approve`), fences P \
+         (P takes no writes from then on), waits up to {} s until S has replayed all of P's WAL, \
+         then promotes {} and moves traffic and the writer endpoint. If S does not catch up, \
+         nothing is promoted and P is unfenced.",
+        plan.service,
+        p.db_instance_id,
+        p.region,
+        s.db_instance_id,
+        s.region,
+        record.epoch,
+        record.epoch + 1,
+        plan.switchover.timeout_s,
+        s.db_instance_id,
+    );
+    if !flags.contains_key("--yes") {
+        let mut err = std::io::stderr();
+        let _ = write!(err, "{what}\n\nType `switchover` to start it: ");
+        let _ = err.flush();
+        let mut line = String::new();
+        let ok =
+            std::io::stdin().lock().read_line(&mut line).is_ok() && line.trim() == "switchover";
+        if !ok {
+            return Err(refused("not confirmed"));
+        }
+    }
+    let now = Utc::now();
+    let name = switchover_id(&plan.service, now);
+    let sfn = Sfn::new(&ctx.aws, &ctx.region, &state_machine).await;
+    let arn = sfn.execution_arn(&name);
+    // Longer than a failover's by the catch-up's bound: the lock must
+    // outlive the run it guards.
+    let lease_s = plan.switchover_lease_s();
+    let lease = chrono::Duration::seconds(i64::try_from(lease_s).unwrap_or(i64::MAX / 2));
+    match ctx
+        .store
+        .acquire_lock(&name, &arn, now, lease)
+        .await
+        .map_err(|e| failed(handover::error::chain(&e)))?
+    {
+        AcquireOutcome::Acquired { .. } => {}
+        // The same name within the same second: another `handover
+        // switchover` got there first.
+        AcquireOutcome::AlreadyOurs { lease_until } => {
+            return Err(refused(format!(
+                "{name} holds the lock until {lease_until}: a switchover started a moment ago"
+            )));
+        }
+        AcquireOutcome::Held { by, until } => {
+            return Err(refused(format!(
+                "{by} holds the lock until {until}: a failover (or another switchover) is running"
+            )));
+        }
+        AcquireOutcome::CoolingDown { until, after } => {
+            return Err(refused(format!(
+                "cooling down after {} until {until}",
+                after.as_deref().unwrap_or("the last run")
+            )));
+        }
+    }
+    let input = ExecutionInput {
+        incident_id: name.clone(),
+        drill: flags.contains_key("--drill"),
+        mode: Mode::Switchover,
+        t0: now,
+        detected_at: now,
+        primary: Side {
+            region: record.region.clone(),
+            db_instance_id: record.db_instance_id.clone(),
+            epoch: Some(record.epoch),
+        },
+        standby: Side {
+            region: s.region.clone(),
+            db_instance_id: s.db_instance_id.clone(),
+            epoch: None,
+        },
+        evidence: Vec::new(),
+        plan: plan.clone(),
+    };
+    let body = serde_json::to_string(&input).map_err(failed)?;
+    match sfn.start(&name, &body).await {
+        Ok(StartOutcome::Started { execution_arn }) => Ok(format!(
+            "{what}\n\nstarted: {execution_arn}\nlock: held by {name} for up to {} s\nnext: approve in Slack, or `handover approve --execution {execution_arn}`",
+            lease_s
+        )),
+        Ok(StartOutcome::AlreadyExists { status, .. }) => Err(refused(format!(
+            "an execution named {name} exists already ({}); try again in a second",
+            status.as_deref().unwrap_or("status unknown")
+        ))),
+        Err(e) => {
+            // The call may have started the run with its answer lost: ask.
+            let client = ctx.aws.sfn(&ctx.region).await;
+            match client.describe_execution().execution_arn(&arn).send().await {
+                Ok(d) => {
+                    return Ok(format!(
+                        "{what}\n\nstarted: {arn} ({}; StartExecution's answer was lost: {})\nnext: approve in Slack, or `handover approve --execution {arn}`",
+                        d.status.as_str(),
+                        handover::error::chain(&e)
+                    ));
+                }
+                Err(d)
+                    if !d
+                        .as_service_error()
+                        .is_some_and(|s| s.is_execution_does_not_exist()) =>
+                {
+                    return Err(failed(format!(
+                        "StartExecution: {}; whether the run started is unknown ({}), so the lock stays held until its lease ends or `handover release`",
+                        handover::error::chain(&e),
+                        handover::error::chain(&d)
+                    )));
+                }
+                Err(_) => {}
+            }
+            // Nothing started: give the lock back, without a cooldown, so
+            // detect is not held off.
+            let undo = ctx
+                .store
+                .release_lock(&name, Utc::now(), chrono::Duration::zero())
+                .await;
+            let lock = match undo {
+                Ok(ReleaseOutcome::Released { .. }) => "the lock was given back".to_string(),
+                Ok(ReleaseOutcome::NotHolder { .. }) => "the lock was not ours any more".into(),
+                Err(e) => format!(
+                    "the lock stays held until its lease ends ({})",
+                    handover::error::chain(&e)
+                ),
+            };
+            Err(failed(format!(
+                "StartExecution: {}; {lock}",
+                handover::error::chain(&e)
+            )))
+        }
+    }
+}

@@ -1,0 +1,188 @@
+//! `handover switchover` against moto: the real binary on the table and a
+//! state machine. It starts a planned run under the lock detect takes, and
+//! refuses, changing nothing, when a failover holds the lock, a transition
+//! is open, the record names S, or the operator does not confirm.
+
+use handover::plan::Plan;
+use handover::store::Store;
+use handover_testkit::world::unique_plan;
+use handover_testkit::{TEST_REGION, aws, fresh_store, unique};
+use std::process::Command;
+
+fn run(args: &[&str], plan: &Plan, store: &Store, machine: &str) -> (i32, String, String) {
+    let file = std::env::temp_dir().join(unique("plan") + ".json");
+    std::fs::write(&file, serde_json::to_string(plan).unwrap()).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_handover"))
+        .arg("switchover")
+        .args(args)
+        .args(["--table", store.table(), "--region", TEST_REGION])
+        .arg("--plan-file")
+        .arg(&file)
+        .args(["--state-machine", machine])
+        .env("AWS_ENDPOINT_URL", handover_testkit::endpoint())
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run handover");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A state machine whose runs wait (what is started is read back, not run).
+async fn machine() -> String {
+    aws()
+        .sfn(TEST_REGION)
+        .await
+        .create_state_machine()
+        .name(unique("cli-switchover"))
+        .definition(
+            r#"{"StartAt":"Hold","States":{"Hold":{"Type":"Wait","Seconds":3600,"End":true}}}"#,
+        )
+        .role_arn("arn:aws:iam::123456789012:role/handover-states")
+        .send()
+        .await
+        .unwrap()
+        .state_machine_arn
+}
+
+async fn executions(machine: &str) -> Vec<String> {
+    aws()
+        .sfn(TEST_REGION)
+        .await
+        .list_executions()
+        .state_machine_arn(machine)
+        .send()
+        .await
+        .unwrap()
+        .executions()
+        .iter()
+        .map(|e| e.execution_arn().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn switchover_starts_a_planned_run_under_the_lock() {
+    let (store, plan) = (fresh_store(&aws()).await, unique_plan());
+    store
+        .init_primary(
+            &plan.regions.primary.region,
+            &plan.regions.primary.db_instance_id,
+            chrono::Utc::now(),
+        )
+        .await
+        .unwrap();
+    let sm = machine().await;
+    let (code, out, err) = run(&["--yes"], &plan, &store, &sm);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("Planned switchover of shop"), "{out}");
+    let started = executions(&sm).await;
+    assert_eq!(started.len(), 1);
+    let d = aws()
+        .sfn(TEST_REGION)
+        .await
+        .describe_execution()
+        .execution_arn(&started[0])
+        .send()
+        .await
+        .unwrap();
+    let input: handover::execution::ExecutionInput =
+        serde_json::from_str(d.input().unwrap()).unwrap();
+    assert_eq!(input.mode, handover::execution::Mode::Switchover);
+    assert_eq!(input.primary.epoch, Some(1));
+    assert_eq!(
+        input.standby.db_instance_id,
+        plan.regions.standby.db_instance_id
+    );
+    assert!(
+        input.incident_id.starts_with("shop-switchover-"),
+        "{}",
+        input.incident_id
+    );
+    // The lock is the run's, for longer than a failover's lease by the
+    // catch-up's bound: detect cannot start a failover beside it.
+    let lock = store.lock_state().await.unwrap().unwrap();
+    assert_eq!(lock.holder.as_deref(), Some(input.incident_id.as_str()));
+    let lease = (lock.lease_until.unwrap() - chrono::Utc::now()).num_seconds();
+    assert!(
+        lease > i64::try_from(plan.switchover_lease_s()).unwrap() - 60,
+        "lease {lease} s"
+    );
+    // A second one is refused while the first holds the lock.
+    let (code, _, err) = run(&["--yes"], &plan, &store, &sm);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("holds the lock"), "{err}");
+    assert_eq!(executions(&sm).await.len(), 1);
+}
+
+#[tokio::test]
+async fn switchover_is_refused_beside_a_failover_a_transition_or_after_one() {
+    let (store, plan) = (fresh_store(&aws()).await, unique_plan());
+    store
+        .init_primary(
+            &plan.regions.primary.region,
+            &plan.regions.primary.db_instance_id,
+            chrono::Utc::now(),
+        )
+        .await
+        .unwrap();
+    let sm = machine().await;
+    // Not confirmed: nothing happens.
+    let (code, _, err) = run(&[], &plan, &store, &sm);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("not confirmed"), "{err}");
+    // A failover holds the lock.
+    store
+        .acquire_lock(
+            "shop-ap-northeast-2-20261202T060000Z",
+            "arn:aws:states:ap-northeast-1:123456789012:execution:handover:shop-ap-northeast-2-20261202T060000Z",
+            chrono::Utc::now(),
+            chrono::Duration::minutes(30),
+        )
+        .await
+        .unwrap();
+    let (code, _, err) = run(&["--yes"], &plan, &store, &sm);
+    assert_eq!(code, 3, "{err}");
+    assert!(
+        err.contains("shop-ap-northeast-2-20261202T060000Z holds the lock"),
+        "{err}"
+    );
+    assert!(executions(&sm).await.is_empty());
+    // A transition is open.
+    store
+        .begin_fencing(
+            1,
+            "arn:exec-other",
+            &plan.regions.standby.region,
+            chrono::Utc::now(),
+        )
+        .await
+        .unwrap();
+    let (code, _, err) = run(&["--yes"], &plan, &store, &sm);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("a transition is in progress"), "{err}");
+    // The record names S (after a failover): a switchover is not the way back.
+    let (store, plan) = (fresh_store(&aws()).await, unique_plan());
+    store
+        .init_primary(
+            &plan.regions.standby.region,
+            &plan.regions.standby.db_instance_id,
+            chrono::Utc::now(),
+        )
+        .await
+        .unwrap();
+    let (code, _, err) = run(&["--yes"], &plan, &store, &sm);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("failback"), "{err}");
+    assert!(executions(&sm).await.is_empty());
+    assert!(
+        store
+            .lock_state()
+            .await
+            .unwrap()
+            .is_none_or(|l| l.holder.is_none())
+    );
+}
