@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make drill`: set up what is missing, build, and run one local failover drill.
-#   DRILL_DECISION=approve|reject|timeout|interactive (default approve)
+#   DRILL_DECISION=approve|reject|timeout|interactive|switchover (default approve)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"

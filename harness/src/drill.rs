@@ -30,6 +30,9 @@ pub enum Decision {
     Timeout,
     /// Ask on the terminal.
     Interactive,
+    /// No break: the operator starts a planned switchover with the real
+    /// `handover switchover`, and it is approved.
+    Switchover,
 }
 
 impl Decision {
@@ -40,7 +43,10 @@ impl Decision {
             "reject" => Ok(Decision::Reject),
             "timeout" => Ok(Decision::Timeout),
             "interactive" => Ok(Decision::Interactive),
-            other => bail!("DRILL_DECISION={other:?}: use approve, reject, timeout or interactive"),
+            "switchover" => Ok(Decision::Switchover),
+            other => bail!(
+                "DRILL_DECISION={other:?}: use approve, reject, timeout, interactive or switchover"
+            ),
         }
     }
 }
@@ -52,6 +58,7 @@ impl fmt::Display for Decision {
             Decision::Reject => "reject",
             Decision::Timeout => "timeout",
             Decision::Interactive => "interactive",
+            Decision::Switchover => "switchover",
         })
     }
 }
@@ -626,6 +633,9 @@ impl Drill {
             "an unchanged readiness result posted again: {again}"
         );
         tokio::time::sleep(Duration::from_millis(1100)).await;
+        if decision == Decision::Switchover {
+            return self.switchover().await;
+        }
 
         self.say("BREAK P: a partition cuts P off: its app stops answering, its load balancer loses every target and replication to S stops; inside, P's database stays up with P's app still writing through an open connection (the writes S will not have; the split brain a fence exists for)");
         self.p_app.set_status(HANG);
@@ -666,8 +676,62 @@ impl Drill {
             error.as_deref().unwrap_or("")
         ));
         self.save_history(&execution).await?;
-        let summary = self.audit(&execution, &status, error, cause).await?;
+        let summary = self
+            .audit_as(&execution, &status, error, cause, decision)
+            .await?;
         self.after_checks(decision, &summary).await?;
+        self.scan_logs(token.as_deref())?;
+        Ok(summary)
+    }
+
+    /// The planned switchover: P stays healthy (its app writing), the
+    /// operator runs the real `handover switchover`, and the run is approved.
+    async fn switchover(&mut self) -> Result<Summary> {
+        let plan_file = self.out.join("plan-switchover.json");
+        std::fs::write(&plan_file, serde_json::to_string_pretty(&self.plan)?)?;
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| crate::lambdas::workspace_root().join("target"));
+        let cli = target.join("debug/handover");
+        self.say("SWITCHOVER: P is healthy (its app writing every 100 ms); the operator runs `handover switchover --yes --drill`");
+        let mut cmd = Command::new(&cli);
+        cmd.arg("switchover")
+            .args(["--yes", "--drill", "--region", REGION])
+            .args(["--table", self.store.table()])
+            .arg("--plan-file")
+            .arg(&plan_file)
+            .args(["--state-machine", &self.state_machine])
+            .stdin(Stdio::null());
+        let out = tokio::task::spawn_blocking(move || cmd.output())
+            .await?
+            .with_context(|| format!("running {}", cli.display()))?;
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        anyhow::ensure!(
+            out.status.success(),
+            "handover switchover failed ({}): {stdout}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let execution = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("started: "))
+            .map(|l| l.split_whitespace().next().unwrap_or(l).to_owned())
+            .ok_or_else(|| anyhow!("handover switchover printed no execution: {stdout}"))?;
+        self.say(format!("handover switchover: started {execution}"));
+        let follower = self.follow(&execution);
+        let answer = self.answer(Decision::Switchover);
+        let (end, answered) = tokio::join!(follower, answer);
+        answered?;
+        let (status, error, cause, token) = end?;
+        self.say(format!(
+            "execution ended: {status} {}",
+            error.as_deref().unwrap_or("")
+        ));
+        self.save_history(&execution).await?;
+        let summary = self
+            .audit_as(&execution, &status, error, cause, Decision::Switchover)
+            .await?;
+        self.after_checks(Decision::Switchover, &summary).await?;
         self.scan_logs(token.as_deref())?;
         Ok(summary)
     }
@@ -717,8 +781,14 @@ impl Drill {
             .find(|(a, _)| a == ACTION_APPROVE || a == ACTION_APPROVE_DATA_LOSS)
             .cloned();
         let reject = buttons.iter().find(|(a, _)| a == ACTION_REJECT).cloned();
+        if decision == Decision::Switchover {
+            anyhow::ensure!(
+                blocks.contains("SWITCHOVER approval") && blocks.contains("Approve switchover"),
+                "the approval message does not ask for a switchover: {blocks}"
+            );
+        }
         let choice = match decision {
-            Decision::Approve => approve,
+            Decision::Approve | Decision::Switchover => approve,
             Decision::Reject => reject,
             Decision::Timeout => {
                 self.say(format!(
@@ -895,12 +965,13 @@ impl Drill {
     }
 
     /// Deliver the status-change event to `audit`, fetch the report, summarise.
-    async fn audit(
+    async fn audit_as(
         &self,
         execution: &str,
         status: &str,
         error: Option<String>,
         cause: Option<String>,
+        decision: Decision,
     ) -> Result<Summary> {
         let sfn = self.aws.sfn(REGION).await;
         let d = sfn
@@ -977,7 +1048,34 @@ impl Drill {
                 w["how"].as_str().unwrap_or("")
             ));
         }
-        if status == "SUCCEEDED" {
+        if decision == Decision::Switchover && status == "SUCCEEDED" {
+            // RPO 0, measured by the catch-up, in the report's own words.
+            let rpo = &report["numbers"]["rpo"];
+            anyhow::ensure!(
+                rpo["value_s"].as_f64() == Some(0.0)
+                    && rpo["status"] == "pass"
+                    && rpo["how"]
+                        .as_str()
+                        .is_some_and(|h| h.starts_with("0, measured")),
+                "the switchover's report does not say RPO 0, measured: {rpo}"
+            );
+            numbers.push(format!("  RPO: {}", rpo["how"].as_str().unwrap_or("?")));
+            for key in ["writes_stopped", "catch_up"] {
+                let span = report["durations"]
+                    .as_array()
+                    .and_then(|d| d.iter().find(|s| s["key"] == key))
+                    .ok_or_else(|| anyhow!("the switchover's report has no {key} span"))?;
+                let v = span["value_s"]
+                    .as_f64()
+                    .ok_or_else(|| anyhow!("{key} was not measured: {span}"))?;
+                numbers.push(format!(
+                    "  {}: {} ({})",
+                    span["label"].as_str().unwrap_or(key),
+                    fmt_secs(v),
+                    span["how"].as_str().unwrap_or("")
+                ));
+            }
+        } else if status == "SUCCEEDED" {
             let (read, write) = (
                 report["numbers"]["read_rto"]["value_s"].as_f64(),
                 report["numbers"]["write_rto"]["value_s"].as_f64(),
@@ -1221,6 +1319,45 @@ impl Drill {
             })
             .unwrap_or_default();
         match (decision, summary.status.as_str()) {
+            (Decision::Switchover, _) => {
+                anyhow::ensure!(
+                    summary.status == "SUCCEEDED",
+                    "the switchover did not succeed: {:?} {:?}",
+                    summary.error,
+                    summary.cause
+                );
+                anyhow::ensure!(
+                    rec.region == self.plan.regions.standby.region && rec.epoch == 2,
+                    "S is not primary in the table: {rec:?}"
+                );
+                let answers = self.dns_answers().await?;
+                anyhow::ensure!(
+                    answers.contains(&self.plan.dns.standby_target),
+                    "DNS does not answer S: {answers:?}"
+                );
+                let history = std::fs::read_to_string(self.out.join("history.json"))?;
+                let fenced_at = fence_confirmed_at(&history)
+                    .ok_or_else(|| anyhow!("the history shows no confirmed fence"))?;
+                let after = self.pdb.writes_after(fenced_at).await?;
+                anyhow::ensure!(
+                    after == 0,
+                    "P accepted {after} writes after its fence was confirmed at {fenced_at}"
+                );
+                // RPO 0 on both disks: S has every order P's app committed.
+                let loss = crate::pdb::loss(&self.pdb, &self.sdb).await?;
+                anyhow::ensure!(
+                    loss.rows == 0,
+                    "the switchover lost {} orders spanning {:.1} s",
+                    loss.rows,
+                    loss.span_s
+                );
+                self.say(format!(
+                    "checked: S is primary (epoch {}), DNS answers {}, P took {} orders and none after the fence, S has every one of them (RPO 0 on both disks), lock released",
+                    rec.epoch,
+                    self.plan.dns.standby_target,
+                    self.pdb.writes().await?
+                ));
+            }
             (Decision::Approve, _) | (Decision::Interactive, "SUCCEEDED") => {
                 anyhow::ensure!(
                     rec.region == self.plan.regions.standby.region && rec.epoch == 2,

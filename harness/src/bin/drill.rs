@@ -7,7 +7,8 @@
 //! follows the execution, delivers the status-change event to `audit`, and
 //! writes the report under `out/drill-<timestamp>/`.
 //!
-//! `DRILL_DECISION=approve` (default) | `reject` | `timeout` | `interactive`.
+//! `DRILL_DECISION=approve` (default) | `reject` | `timeout` | `interactive` |
+//! `switchover` (no break: a planned switchover started by `handover switchover`).
 //! Exits 0 when the asked-for scenario happened; otherwise non-zero with why.
 
 use anyhow::{Result, bail};
@@ -76,7 +77,7 @@ fn main() -> ExitCode {
 
 fn check(decision: Decision, s: &Summary) -> Result<()> {
     let want = match decision {
-        Decision::Approve => "SUCCEEDED",
+        Decision::Approve | Decision::Switchover => "SUCCEEDED",
         Decision::Reject => "Handover.Rejected",
         Decision::Timeout => "Handover.ApprovalTimedOut",
         Decision::Interactive => return Ok(()),

@@ -542,6 +542,30 @@ pub fn durations(b: &Basis<'_>) -> Vec<Span> {
         (out[2].key.as_str(), out[4].key.as_str()),
         ("human_decision", "promotion")
     );
+    // A planned switchover: users lose writes from the fence (P takes no
+    // more) to the first write S takes for them, and the catch-up is the
+    // part of it spent proving RPO 0.
+    if b.input.mode == crate::execution::Mode::Switchover {
+        let fence_start = s
+            .fence
+            .as_ref()
+            .map(|f| (f.started_at, "$.fence.started_at"));
+        out.push(span(
+            "writes_stopped",
+            "Writes stopped (the fence → the first write users could make on S)",
+            fence_start,
+            first_write,
+        ));
+        out.push(span(
+            "catch_up",
+            "Catch-up (fence confirmed → S proven to have all of P's WAL)",
+            s.fence.as_ref().map(|f| (f.fenced_at, "$.fence.fenced_at")),
+            s.catch_up
+                .as_ref()
+                .and_then(|c| c.caught_up_at)
+                .map(|t| (t, "$.catch_up.caught_up_at")),
+        ));
+    }
     out.push(Span {
         key: "automation_overhead".into(),
         label: "Automation overhead".into(),
