@@ -102,20 +102,33 @@ pub async fn switchover(
     // outlive the run it guards.
     let lease_s = plan.switchover_lease_s();
     let lease = chrono::Duration::seconds(i64::try_from(lease_s).unwrap_or(i64::MAX / 2));
-    match ctx
-        .store
-        .acquire_lock(&name, &arn, now, lease)
-        .await
-        .map_err(|e| failed(handover::error::chain(&e)))?
-    {
-        AcquireOutcome::Acquired { .. } => {}
-        // The same name within the same second: another `handover
-        // switchover` got there first.
-        AcquireOutcome::AlreadyOurs { lease_until } => {
-            return Err(refused(format!(
-                "{name} holds the lock until {lease_until}: a switchover started a moment ago"
+    let acquired = match ctx.store.acquire_lock(&name, &arn, now, lease).await {
+        Ok(a) => a,
+        Err(e) => {
+            // The write may have landed with its answer lost: a lock held
+            // for a run that never starts would hold detect off for the
+            // whole lease. Give it back if it is ours.
+            let back = match ctx.store.lock_state().await {
+                Ok(Some(l)) if l.holder.as_deref() == Some(name.as_str()) => ctx
+                    .store
+                    .release_lock(&name, Utc::now(), chrono::Duration::zero())
+                    .await
+                    .map(|_| "it had been taken: given back")
+                    .unwrap_or("it may be held: `handover release` clears it"),
+                Ok(_) => "it is not held by this switchover",
+                Err(_) => "it may be held: `handover release` clears it",
+            };
+            return Err(failed(format!(
+                "taking the lock: {}; {back}",
+                handover::error::chain(&e)
             )));
         }
+    };
+    match acquired {
+        // AlreadyOurs: a retried write whose first try landed, or another
+        // `handover switchover` in the same second (the same name). Going
+        // on is safe: StartExecution by name starts one run at most.
+        AcquireOutcome::Acquired { .. } | AcquireOutcome::AlreadyOurs { .. } => {}
         AcquireOutcome::Held { by, until } => {
             return Err(refused(format!(
                 "{by} holds the lock until {until}: a failover (or another switchover) is running"
@@ -153,10 +166,29 @@ pub async fn switchover(
             "{what}\n\nstarted: {execution_arn}\nlock: held by {name} for up to {} s\nnext: approve in Slack, or `handover approve --execution {execution_arn}`",
             lease_s
         )),
-        Ok(StartOutcome::AlreadyExists { status, .. }) => Err(refused(format!(
-            "an execution named {name} exists already ({}); try again in a second",
-            status.as_deref().unwrap_or("status unknown")
-        ))),
+        // Another `handover switchover` in the same second started it: the
+        // same run, under the same lock.
+        Ok(StartOutcome::AlreadyExists { status, .. }) if status.as_deref() == Some("RUNNING") => {
+            Ok(format!(
+                "{what}\n\nstarted a moment ago by another `handover switchover`: {arn}\nnext: approve in Slack, or `handover approve --execution {arn}`"
+            ))
+        }
+        Ok(StartOutcome::AlreadyExists { status, .. }) => {
+            // A closed run of that name: nothing runs under this lock.
+            let undo = ctx
+                .store
+                .release_lock(&name, Utc::now(), chrono::Duration::zero())
+                .await;
+            Err(refused(format!(
+                "an execution named {name} exists already ({}); {}; try again in a second",
+                status.as_deref().unwrap_or("status unknown"),
+                if undo.is_ok() {
+                    "the lock was given back"
+                } else {
+                    "the lock may be held: `handover release` clears it"
+                }
+            )))
+        }
         Err(e) => {
             // The call may have started the run with its answer lost: ask.
             let client = ctx.aws.sfn(&ctx.region).await;

@@ -111,7 +111,9 @@ async fn switchover_starts_a_planned_run_under_the_lock() {
         lease > i64::try_from(plan.switchover_lease_s()).unwrap() - 60,
         "lease {lease} s"
     );
-    // A second one is refused while the first holds the lock.
+    // A second one (a second later: another name) is refused while the
+    // first holds the lock.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
     let (code, _, err) = run(&["--yes"], &plan, &store, &sm);
     assert_eq!(code, 3, "{err}");
     assert!(err.contains("holds the lock"), "{err}");

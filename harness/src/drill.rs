@@ -1343,6 +1343,16 @@ impl Drill {
                     after == 0,
                     "P accepted {after} writes after its fence was confirmed at {fenced_at}"
                 );
+                // P's app was writing up to the fence: the checks below
+                // are about writes that happened.
+                let last_10_s = self
+                    .pdb
+                    .writes_between(fenced_at - chrono::Duration::seconds(10), fenced_at)
+                    .await?;
+                anyhow::ensure!(
+                    last_10_s > 0,
+                    "P's app took no write in the 10 s before the fence: the check proves nothing"
+                );
                 // RPO 0 on both disks: S has every order P's app committed.
                 let loss = crate::pdb::loss(&self.pdb, &self.sdb).await?;
                 anyhow::ensure!(

@@ -1284,7 +1284,13 @@ async fn start_switchover(
     let mut input = run_input(&plan, &incident);
     input.mode = handover::execution::Mode::Switchover;
     input.t0 = Utc::now();
-    let arn = sfn
+    // The lock first, as `handover switchover` takes it.
+    let arn = handover::adapters::sfn::execution_arn(&sm, &incident);
+    w.store
+        .acquire_lock(&incident, &arn, Utc::now(), chrono::Duration::hours(1))
+        .await
+        .unwrap();
+    let started = sfn
         .start_execution()
         .state_machine_arn(&sm)
         .name(&incident)
@@ -1293,10 +1299,7 @@ async fn start_switchover(
         .await
         .unwrap()
         .execution_arn;
-    w.store
-        .acquire_lock(&incident, &arn, Utc::now(), chrono::Duration::hours(1))
-        .await
-        .unwrap();
+    assert_eq!(started, arn);
     Switchover {
         run: Run {
             arn,
@@ -1369,6 +1372,9 @@ async fn path_a_switchover_with_lag_waits_then_promotes_with_rpo_0() {
     let waiting = catch_up_after(&w, run, 3).await;
     assert_eq!(waiting["status"], "waiting", "{waiting}");
     assert!(waiting["held_since"].is_null(), "{waiting}");
+    // S really is missing writes P committed: promoting now would lose them.
+    let behind = handover_testkit::pdb::loss(&so.p, &so.s).await.unwrap();
+    assert!(behind.rows > 0, "S is not behind: {behind:?}");
     so.p.partition(false);
     let e = ended(&w, run).await;
     assert_eq!(
@@ -1521,6 +1527,20 @@ async fn path_a_switchover_with_s_keeping_up_promotes_with_rpo_0() {
     let c = &e.output["catch_up"];
     assert_eq!(c["status"], "caught_up", "{c}");
     eprintln!("catch-up: {c}");
+    // It counted only P's message after the fence, held over two readings
+    // or more, and waited before it: the restart left nothing to read at first.
+    let fenced_at: chrono::DateTime<Utc> =
+        serde_json::from_value(e.output["fence"]["fenced_at"].clone()).unwrap();
+    let sent: chrono::DateTime<Utc> = serde_json::from_value(c["p_reported_at"].clone()).unwrap();
+    assert!(sent > fenced_at + chrono::Duration::seconds(1), "{c}");
+    assert!(c["held_readings"].as_u64().unwrap() >= 2, "{c}");
+    assert!(
+        c["readings"].as_u64().unwrap() > c["held_readings"].as_u64().unwrap(),
+        "{c}"
+    );
+    let first = &state_outputs(&w, run, "CatchUp", 1).await[0]["catch_up"];
+    assert_eq!(first["status"], "waiting", "{first}");
+    assert!(first["held_since"].is_null(), "{first}");
     let loss = handover_testkit::pdb::loss(&so.p, &so.s).await.unwrap();
     assert_eq!(loss.rows, 0, "S is missing {loss:?}");
     assert_eq!(w.store.primary().await.unwrap().unwrap().epoch, 2);

@@ -530,9 +530,12 @@ fn a_planned_switchover_needs_a_healthy_p_and_a_usable_replica() {
     http.canary = crate::plan::Canary::Http {
         url: "https://app.example.com/canary".into(),
     };
+    let mut aurora = plan.clone();
+    aurora.database.kind = crate::plan::DatabaseKind::AuroraGlobal;
     for (p, says) in [
         (no_restart, "fence.end_sessions"),
         (http, "a postgres canary"),
+        (aurora, "SwitchoverGlobalCluster"),
     ] {
         let d = rules::assess_as(&p, &healthy, Mode::Switchover);
         assert_eq!(d.action, Action::Escalate, "{says}");

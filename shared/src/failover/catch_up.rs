@@ -193,7 +193,11 @@ pub fn fold(
 ) -> CatchUpResult {
     // Only this fence's catch-up counts: a `$.catch_up` from before it (an
     // input that carried one) is no reading of this run.
-    let prev = prev.filter(|p| p.started_at >= fenced_at);
+    let prev = prev.filter(|p| {
+        p.started_at >= fenced_at
+            && p.started_at <= now
+            && p.held_since.is_none_or(|h| h >= p.started_at && h <= now)
+    });
     let started_at = prev.map_or(now, |p| p.started_at);
     let readings = prev.map_or(0, |p| p.readings) + 1;
     let mut out = CatchUpResult {

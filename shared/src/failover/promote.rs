@@ -422,8 +422,12 @@ pub async fn start<P: ReplicaPromoter, L: ReplicaLag>(
         let caught: Option<crate::execution::CatchUpResult> = state
             .step("catch_up")
             .map_err(|e| StepError::Precondition(e.message))?;
+        let fenced_at = fence.fenced_at;
         match caught {
-            Some(c) if c.status == crate::execution::CatchUpStatus::CaughtUp => {
+            Some(c)
+                if c.status == crate::execution::CatchUpStatus::CaughtUp
+                    && c.caught_up_at.is_some_and(|t| t >= fenced_at) =>
+            {
                 crate::adapters::cloudwatch::LagSample {
                     seconds: 0.0,
                     at: c.caught_up_at.unwrap_or_else(&now),

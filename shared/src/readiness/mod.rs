@@ -857,6 +857,14 @@ pub fn evaluate_for(plan: &Plan, s: &Snapshot, own_run: Option<&str>) -> Readine
         // A planned switchover's gate: the run asking must hold the lock
         // (`handover switchover` takes it), or detect could start a
         // failover beside it.
+        // The gate cannot tell who holds it: it must not pass.
+        Err(e) if own_run.is_some() => check(
+            "state.lock",
+            Verdict::Fail,
+            format!("the lock could not be read: {e}"),
+            "the lock held by the switchover asking",
+            "Retry the switchover once the table answers: the gate must see that this run holds the lock.",
+        ),
         Ok(lock) if own_run.is_some_and(|own| {
             lock.as_ref().and_then(|l| l.holder.as_deref()) != Some(own)
         }) =>

@@ -240,9 +240,15 @@ async fn post_summary(
 pub fn run_cooldown(input: &crate::execution::ExecutionInput) -> chrono::Duration {
     match input.mode {
         crate::execution::Mode::Failover => cooldown_of(&input.plan),
-        crate::execution::Mode::Switchover => chrono::Duration::zero(),
+        // Two detect ticks: P's probe run counted failures while it was
+        // fenced, and just after the unfence a tick could otherwise start
+        // a failover against a P that is coming back.
+        crate::execution::Mode::Switchover => cooldown_of(&input.plan).min(SWITCHOVER_COOLDOWN),
     }
 }
+
+/// The longest cooldown after a planned switchover.
+pub const SWITCHOVER_COOLDOWN: chrono::Duration = chrono::Duration::seconds(120);
 
 /// The plan's cooldown after a run, as a duration.
 pub fn cooldown_of(plan: &crate::plan::Plan) -> chrono::Duration {
@@ -345,11 +351,14 @@ pub async fn audit_for<H: ExecutionHistory>(
     // S3, the post-checks): the event carries the run's input, hence the
     // incident and the cooldown. A new run that this lets start early finds
     // this run's transition still held and is refused at the fence until
-    // compensation below has undone it.
+    // compensation below has undone it. A planned switchover's lock waits
+    // for that compensation: its P is healthy but fenced, and a failover
+    // asked for meanwhile would ask a person about a P that comes back.
     let early_release = match event
         .input
         .as_deref()
         .and_then(|i| serde_json::from_str::<crate::execution::ExecutionInput>(i).ok())
+        .filter(|i| i.mode == crate::execution::Mode::Failover)
     {
         Some(input) => match deps
             .store
