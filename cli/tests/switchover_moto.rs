@@ -32,6 +32,21 @@ fn run(args: &[&str], plan: &Plan, store: &Store, machine: &str) -> (i32, String
     )
 }
 
+/// A fresh table and plan whose primary record names P (`after_failover`: S).
+async fn world(after_failover: bool) -> (Store, Plan) {
+    let (store, plan) = (fresh_store(&aws()).await, unique_plan());
+    let site = if after_failover {
+        &plan.regions.standby
+    } else {
+        &plan.regions.primary
+    };
+    store
+        .init_primary(&site.region, &site.db_instance_id, chrono::Utc::now())
+        .await
+        .unwrap();
+    (store, plan)
+}
+
 /// A state machine whose runs wait (what is started is read back, not run).
 async fn machine() -> String {
     aws()
@@ -66,15 +81,7 @@ async fn executions(machine: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn switchover_starts_a_planned_run_under_the_lock() {
-    let (store, plan) = (fresh_store(&aws()).await, unique_plan());
-    store
-        .init_primary(
-            &plan.regions.primary.region,
-            &plan.regions.primary.db_instance_id,
-            chrono::Utc::now(),
-        )
-        .await
-        .unwrap();
+    let (store, plan) = world(false).await;
     let sm = machine().await;
     let (code, out, err) = run(&["--yes"], &plan, &store, &sm);
     assert_eq!(code, 0, "{out}{err}");
@@ -122,15 +129,7 @@ async fn switchover_starts_a_planned_run_under_the_lock() {
 
 #[tokio::test]
 async fn switchover_is_refused_beside_a_failover_a_transition_or_after_one() {
-    let (store, plan) = (fresh_store(&aws()).await, unique_plan());
-    store
-        .init_primary(
-            &plan.regions.primary.region,
-            &plan.regions.primary.db_instance_id,
-            chrono::Utc::now(),
-        )
-        .await
-        .unwrap();
+    let (store, plan) = world(false).await;
     let sm = machine().await;
     // Not confirmed: nothing happens.
     let (code, _, err) = run(&[], &plan, &store, &sm);
@@ -167,15 +166,7 @@ async fn switchover_is_refused_beside_a_failover_a_transition_or_after_one() {
     assert_eq!(code, 3, "{err}");
     assert!(err.contains("a transition is in progress"), "{err}");
     // The record names S (after a failover): a switchover is not the way back.
-    let (store, plan) = (fresh_store(&aws()).await, unique_plan());
-    store
-        .init_primary(
-            &plan.regions.standby.region,
-            &plan.regions.standby.db_instance_id,
-            chrono::Utc::now(),
-        )
-        .await
-        .unwrap();
+    let (store, plan) = world(true).await;
     let (code, _, err) = run(&["--yes"], &plan, &store, &sm);
     assert_eq!(code, 3, "{err}");
     assert!(err.contains("failback"), "{err}");

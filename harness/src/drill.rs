@@ -633,37 +633,11 @@ impl Drill {
             "an unchanged readiness result posted again: {again}"
         );
         tokio::time::sleep(Duration::from_millis(1100)).await;
-        if decision == Decision::Switchover {
-            return self.switchover().await;
-        }
-
-        self.say("BREAK P: a partition cuts P off: its app stops answering, its load balancer loses every target and replication to S stops; inside, P's database stays up with P's app still writing through an open connection (the writes S will not have; the split brain a fence exists for)");
-        self.p_app.set_status(HANG);
-        self.pdb.partition(true);
-        let p = &self.plan.regions.primary;
-        for tg in &p.target_group_arns {
-            deregister_all_targets(&self.aws, &p.region, tg).await;
-        }
-        tokio::time::sleep(Duration::from_millis(1200)).await;
-
-        let mut execution = None;
-        for _ in 0..10 {
-            let r = self.invoke("detect", &self.tick()).await?;
-            let outcome = r["outcome"].as_str().unwrap_or("?").to_owned();
-            self.say(format!(
-                "detect tick: {outcome} {}",
-                r.get("consecutive")
-                    .map(|c| format!("({c}/{})", self.plan.detection.failures_to_trigger))
-                    .unwrap_or_default()
-            ));
-            if outcome == "started" {
-                execution = r["execution_arn"].as_str().map(str::to_owned);
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(1100)).await;
-        }
-        let execution = execution.ok_or_else(|| anyhow!("detect never started an execution"))?;
-        self.say(format!("execution started: {execution}"));
+        let execution = if decision == Decision::Switchover {
+            self.start_switchover().await?
+        } else {
+            self.break_p().await?
+        };
 
         let follower = self.follow(&execution);
         let answer = self.answer(decision);
@@ -677,16 +651,16 @@ impl Drill {
         ));
         self.save_history(&execution).await?;
         let summary = self
-            .audit_as(&execution, &status, error, cause, decision)
+            .audit(&execution, &status, error, cause, decision)
             .await?;
         self.after_checks(decision, &summary).await?;
         self.scan_logs(token.as_deref())?;
         Ok(summary)
     }
 
-    /// The planned switchover: P stays healthy (its app writing), the
-    /// operator runs the real `handover switchover`, and the run is approved.
-    async fn switchover(&mut self) -> Result<Summary> {
+    /// The planned switchover: P stays healthy (its app writing) and the
+    /// operator runs the real `handover switchover`; its execution ARN.
+    async fn start_switchover(&self) -> Result<String> {
         let plan_file = self.out.join("plan-switchover.json");
         std::fs::write(&plan_file, serde_json::to_string_pretty(&self.plan)?)?;
         let target = std::env::var_os("CARGO_TARGET_DIR")
@@ -718,22 +692,40 @@ impl Drill {
             .map(|l| l.split_whitespace().next().unwrap_or(l).to_owned())
             .ok_or_else(|| anyhow!("handover switchover printed no execution: {stdout}"))?;
         self.say(format!("handover switchover: started {execution}"));
-        let follower = self.follow(&execution);
-        let answer = self.answer(Decision::Switchover);
-        let (end, answered) = tokio::join!(follower, answer);
-        answered?;
-        let (status, error, cause, token) = end?;
-        self.say(format!(
-            "execution ended: {status} {}",
-            error.as_deref().unwrap_or("")
-        ));
-        self.save_history(&execution).await?;
-        let summary = self
-            .audit_as(&execution, &status, error, cause, Decision::Switchover)
-            .await?;
-        self.after_checks(Decision::Switchover, &summary).await?;
-        self.scan_logs(token.as_deref())?;
-        Ok(summary)
+        Ok(execution)
+    }
+
+    /// Break P (a partition) and tick detect until it starts a run; its
+    /// execution ARN.
+    async fn break_p(&self) -> Result<String> {
+        self.say("BREAK P: a partition cuts P off: its app stops answering, its load balancer loses every target and replication to S stops; inside, P's database stays up with P's app still writing through an open connection (the writes S will not have; the split brain a fence exists for)");
+        self.p_app.set_status(HANG);
+        self.pdb.partition(true);
+        let p = &self.plan.regions.primary;
+        for tg in &p.target_group_arns {
+            deregister_all_targets(&self.aws, &p.region, tg).await;
+        }
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+
+        let mut execution = None;
+        for _ in 0..10 {
+            let r = self.invoke("detect", &self.tick()).await?;
+            let outcome = r["outcome"].as_str().unwrap_or("?").to_owned();
+            self.say(format!(
+                "detect tick: {outcome} {}",
+                r.get("consecutive")
+                    .map(|c| format!("({c}/{})", self.plan.detection.failures_to_trigger))
+                    .unwrap_or_default()
+            ));
+            if outcome == "started" {
+                execution = r["execution_arn"].as_str().map(str::to_owned);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(1100)).await;
+        }
+        let execution = execution.ok_or_else(|| anyhow!("detect never started an execution"))?;
+        self.say(format!("execution started: {execution}"));
+        Ok(execution)
     }
 
     /// Answer the approval request as `decision` says.
@@ -965,7 +957,7 @@ impl Drill {
     }
 
     /// Deliver the status-change event to `audit`, fetch the report, summarise.
-    async fn audit_as(
+    async fn audit(
         &self,
         execution: &str,
         status: &str,

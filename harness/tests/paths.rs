@@ -123,6 +123,65 @@ struct Run {
     state_machine: String,
 }
 
+/// A fresh plan for one path: the world's Slack secrets and short timings.
+fn path_plan(w: &World) -> Plan {
+    let mut plan = unique_plan();
+    plan.slack.bot_token_secret_arn = w.bot_secret.clone();
+    plan.slack.signing_secret_arn = w.signing_secret.clone();
+    plan.timings.approval_timeout_s = 60;
+    plan.timings.promotion_poll_s = 1;
+    plan.timings.promotion_max_polls = 10;
+    plan.timings.verify_deadline_s = 10;
+    plan
+}
+
+/// P's and S's apps as the plan's endpoints and read check, and the
+/// public name's DNS.
+async fn serve_apps(aws: &Aws, plan: &mut Plan, p_app: &App, s_app: &App) {
+    plan.regions.primary.endpoint = format!("{}/health", p_app.url);
+    plan.regions.standby.endpoint = format!("{}/health", s_app.url);
+    plan.dns.read_url = Some(format!("{}/health", s_app.url));
+    provision_dns(aws, plan, "p-alb.ap-northeast-2.elb.amazonaws.com").await;
+}
+
+/// One primary record per path (the table is shared): the record and the
+/// lock go, and P is primary at epoch 1.
+async fn fresh_record(w: &World, plan: &Plan) {
+    let ddb = w.aws.dynamodb(TEST_REGION).await;
+    for pk in ["PRIMARY", "LOCK"] {
+        ddb.delete_item()
+            .table_name(w.store.table())
+            .key("pk", aws_sdk_dynamodb::types::AttributeValue::S(pk.into()))
+            .key(
+                "sk",
+                aws_sdk_dynamodb::types::AttributeValue::S("STATE".into()),
+            )
+            .send()
+            .await
+            .unwrap();
+    }
+    w.store
+        .init_primary(
+            &plan.regions.primary.region,
+            &plan.regions.primary.db_instance_id,
+            Utc::now(),
+        )
+        .await
+        .unwrap();
+}
+
+/// A state machine of the real definition, for one path.
+async fn state_machine(sfn: &aws_sdk_sfn::Client) -> String {
+    sfn.create_state_machine()
+        .name(unique("handover"))
+        .definition(definition(TEST_REGION))
+        .role_arn("arn:aws:iam::123456789012:role/handover-states")
+        .send()
+        .await
+        .unwrap()
+        .state_machine_arn
+}
+
 /// Provision a fresh world for one path and start its execution.
 async fn start(w: &World, lag: f64, tweak: impl FnOnce(&mut Plan)) -> Run {
     start_with(w, Some(lag), tweak).await
@@ -131,19 +190,10 @@ async fn start(w: &World, lag: f64, tweak: impl FnOnce(&mut Plan)) -> Run {
 /// `lag: None`: CloudWatch holds no ReplicaLag sample of S.
 async fn start_with(w: &World, lag: Option<f64>, tweak: impl FnOnce(&mut Plan)) -> Run {
     let aws = &w.aws;
-    let mut plan = unique_plan();
-    plan.slack.bot_token_secret_arn = w.bot_secret.clone();
-    plan.slack.signing_secret_arn = w.signing_secret.clone();
-    plan.timings.approval_timeout_s = 60;
-    plan.timings.promotion_poll_s = 1;
-    plan.timings.promotion_max_polls = 10;
-    plan.timings.verify_deadline_s = 10;
+    let mut plan = path_plan(w);
     let p_app = App::start(503).await;
     let s_app = App::start(200).await;
-    plan.regions.primary.endpoint = format!("{}/health", p_app.url);
-    plan.regions.standby.endpoint = format!("{}/health", s_app.url);
-    plan.dns.read_url = Some(format!("{}/health", s_app.url));
-    provision_dns(aws, &mut plan, "p-alb.ap-northeast-2.elb.amazonaws.com").await;
+    serve_apps(aws, &mut plan, &p_app, &s_app).await;
     provision_databases(aws, &plan).await;
     if let Some(lag) = lag {
         put_replica_lag(
@@ -169,38 +219,9 @@ async fn start_with(w: &World, lag: Option<f64>, tweak: impl FnOnce(&mut Plan)) 
     tweak(&mut plan);
     plan.validate().unwrap();
     control("health", json!({ &plan.regions.primary.health_check_id: false, &plan.regions.standby.health_check_id: true })).await;
-    // One primary record per path: the table is shared.
-    let ddb = aws.dynamodb(TEST_REGION).await;
-    for pk in ["PRIMARY", "LOCK"] {
-        ddb.delete_item()
-            .table_name(w.store.table())
-            .key("pk", aws_sdk_dynamodb::types::AttributeValue::S(pk.into()))
-            .key(
-                "sk",
-                aws_sdk_dynamodb::types::AttributeValue::S("STATE".into()),
-            )
-            .send()
-            .await
-            .unwrap();
-    }
-    w.store
-        .init_primary(
-            &plan.regions.primary.region,
-            &plan.regions.primary.db_instance_id,
-            Utc::now(),
-        )
-        .await
-        .unwrap();
+    fresh_record(w, &plan).await;
     let sfn = aws.sfn(TEST_REGION).await;
-    let sm = sfn
-        .create_state_machine()
-        .name(unique("handover"))
-        .definition(definition(TEST_REGION))
-        .role_arn("arn:aws:iam::123456789012:role/handover-states")
-        .send()
-        .await
-        .unwrap()
-        .state_machine_arn;
+    let sm = state_machine(&sfn).await;
     let (arn, incident) = start_execution(aws, &sm, &plan).await;
     Run {
         arn,
@@ -1190,13 +1211,7 @@ async fn start_switchover(
     tweak: impl FnOnce(&mut Plan),
 ) -> Switchover {
     let aws = &w.aws;
-    let mut plan = unique_plan();
-    plan.slack.bot_token_secret_arn = w.bot_secret.clone();
-    plan.slack.signing_secret_arn = w.signing_secret.clone();
-    plan.timings.approval_timeout_s = 60;
-    plan.timings.promotion_poll_s = 1;
-    plan.timings.promotion_max_polls = 10;
-    plan.timings.verify_deadline_s = 10;
+    let mut plan = path_plan(w);
     plan.switchover = handover::plan::SwitchoverPolicy {
         settle_s: 2,
         timeout_s: 30,
@@ -1204,10 +1219,7 @@ async fn start_switchover(
     };
     let p_app = App::start(200).await;
     let s_app = App::start(200).await;
-    plan.regions.primary.endpoint = format!("{}/health", p_app.url);
-    plan.regions.standby.endpoint = format!("{}/health", s_app.url);
-    plan.dns.read_url = Some(format!("{}/health", s_app.url));
-    provision_dns(aws, &mut plan, "p-alb.ap-northeast-2.elb.amazonaws.com").await;
+    serve_apps(aws, &mut plan, &p_app, &s_app).await;
     // Readiness must pass on this plan, so the world is as an operator
     // sets it up: the fence group exists in P's Region, and the S-side
     // parameter the plan audits names S's image.
@@ -1244,42 +1256,14 @@ async fn start_switchover(
     tweak(&mut plan);
     plan.validate().unwrap();
     control("health", json!({ &plan.regions.primary.health_check_id: true, &plan.regions.standby.health_check_id: true })).await;
-    let ddb = aws.dynamodb(TEST_REGION).await;
-    for pk in ["PRIMARY", "LOCK"] {
-        ddb.delete_item()
-            .table_name(w.store.table())
-            .key("pk", aws_sdk_dynamodb::types::AttributeValue::S(pk.into()))
-            .key(
-                "sk",
-                aws_sdk_dynamodb::types::AttributeValue::S("STATE".into()),
-            )
-            .send()
-            .await
-            .unwrap();
-    }
-    w.store
-        .init_primary(
-            &plan.regions.primary.region,
-            &plan.regions.primary.db_instance_id,
-            Utc::now(),
-        )
-        .await
-        .unwrap();
+    fresh_record(w, &plan).await;
     // A first ReplicaLag sample before anyone reads it.
     tokio::time::sleep(Duration::from_millis(300)).await;
     if partitioned {
         p.partition(true);
     }
     let sfn = aws.sfn(TEST_REGION).await;
-    let sm = sfn
-        .create_state_machine()
-        .name(unique("handover"))
-        .definition(definition(TEST_REGION))
-        .role_arn("arn:aws:iam::123456789012:role/handover-states")
-        .send()
-        .await
-        .unwrap()
-        .state_machine_arn;
+    let sm = state_machine(&sfn).await;
     let incident = unique("switchover");
     let mut input = run_input(&plan, &incident);
     input.mode = handover::execution::Mode::Switchover;

@@ -171,8 +171,6 @@ pub async fn handler(event: serde_json::Value, deps: &Deps) -> Result<Outcome, F
         _ => None,
     };
     let r = evaluate_now(&deps.aws, &slack, plan, &deps.store, now, own_run).await;
-    let fail = r.count(Verdict::Fail);
-    let warn = r.count(Verdict::Warn);
     let not_passing: Vec<String> = r
         .checks
         .iter()
@@ -187,34 +185,28 @@ pub async fn handler(event: serde_json::Value, deps: &Deps) -> Result<Outcome, F
             )
         })
         .collect();
+    // What an evaluation that announced nothing answers.
+    let quiet = Outcome {
+        summary: r.summary(),
+        changed: false,
+        slack: None,
+        sns: None,
+        fail: r.count(Verdict::Fail),
+        warn: r.count(Verdict::Warn),
+        not_passing,
+    };
     // The gate answers its run only: the stored result (what the approval
     // message and the report quote, and what a change is announced
     // against) stays the schedule's, evaluated on the stack's plan with no
     // run holding the lock.
     if own_run.is_some() {
         info!(summary = %r.summary(), "readiness evaluated for a planned switchover's gate");
-        return Ok(Outcome {
-            summary: r.summary(),
-            changed: false,
-            slack: None,
-            sns: None,
-            fail,
-            warn,
-            not_passing,
-        });
+        return Ok(quiet);
     }
     let change = deps.store.record_readiness(&r, now).await?;
     info!(summary = %r.summary(), changed = matches!(change, ReadinessChange::Changed { .. }), "readiness evaluated");
     let ReadinessChange::Changed { previous } = change else {
-        return Ok(Outcome {
-            summary: r.summary(),
-            changed: false,
-            slack: None,
-            sns: None,
-            fail,
-            warn,
-            not_passing,
-        });
+        return Ok(quiet);
     };
     let text = announcement(plan, &r, previous.as_deref());
     let (slack, slack_ok) = post(deps, &text).await;
@@ -245,13 +237,10 @@ pub async fn handler(event: serde_json::Value, deps: &Deps) -> Result<Outcome, F
     }
     deps.store.mark_readiness_posted(&r).await?;
     Ok(Outcome {
-        summary: r.summary(),
         changed: true,
         slack: Some(slack),
         sns: Some(sns),
-        fail,
-        warn,
-        not_passing,
+        ..quiet
     })
 }
 
