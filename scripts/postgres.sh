@@ -5,6 +5,11 @@
 #       -> a streaming replica of the server in PRIMARY_DIR, reached through
 #          127.0.0.1:LINK_PORT (the harness's replication link, which a
 #          partition cuts), with its own replication slot; prints the port
+#       PG_TLS_CA=DIR/tls of another server signs its certificate with that
+#       server's CA (a Region's CA signs every instance there, as RDS's does)
+#   scripts/postgres.sh move DIR PORT
+#       -> restart the server in DIR on PORT (a renamed RDS instance's
+#          endpoint changes; every session ends)
 #   scripts/postgres.sh stop DIR
 # Databases: `handover` (writable) and `handover_ro` (default_transaction_read_only=on,
 # a stand-in for a replica that refuses writes). Role `handover`, password in DIR/password.
@@ -21,7 +26,11 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 make_tls() {
     local dir=$1 tls=$1/tls; mkdir -p "$tls"
     {
-      for ca in ca other-ca; do
+      local own=(ca other-ca)
+      if [ -n "${PG_TLS_CA:-}" ]; then
+        cp "$PG_TLS_CA/ca.pem" "$PG_TLS_CA/ca.key" "$tls/"; own=(other-ca)
+      fi
+      for ca in "${own[@]}"; do
         openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=Handover test $ca" \
           -keyout "$tls/$ca.key" -out "$tls/$ca.pem"
       done
@@ -81,8 +90,15 @@ SQL
     echo "$port" > "$dir/port"
     echo "$port"
     ;;
+  move)
+    port=${3:?port}
+    as_pg "$bin/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -m fast \
+      -o "$(server_options "$dir" "$port")" restart >/dev/null
+    echo "$port" > "$dir/port"
+    echo "$port"
+    ;;
   stop)
     [ -d "$dir/data" ] && as_pg "$bin/pg_ctl" -D "$dir/data" -m immediate stop >/dev/null 2>&1 || true
     ;;
-  *) echo "usage: $0 start|standby|stop DIR ..." >&2; exit 2 ;;
+  *) echo "usage: $0 start|standby|move|stop DIR ..." >&2; exit 2 ;;
 esac

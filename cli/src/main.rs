@@ -48,11 +48,21 @@
 //!   lock detect takes, and the run checks readiness, asks for approval,
 //!   fences P and promotes only once S has replayed all of P's WAL.
 //!
+//! - `handover failback [--state-machine ARN] [--yes] [--drill] [--p-host H] [--p-port N]
+//!   [--s-host H] [--s-port N]`: back to P after a failover (see
+//!   `failback.rs`): under the lock, re-protect (a replica of S under P's
+//!   identifier, the old P renamed and kept), compare the data on both
+//!   sides, then start a planned switchover in the reversed plan, which
+//!   asks for approval and puts the writer endpoint and traffic back.
+//! - `handover reprotect [--yes]`: give the primary a replica in the other
+//!   Region under the standby's identifier (after a failback: S again).
+//!
 //! Exit codes: 0 done, 2 usage, 3 refused (the world is not as the plan
 //! says: nothing written), 4 an AWS call or the table failed (retry),
 //! 5 readiness found a check that fails.
 
 mod decide;
+mod failback;
 mod readiness;
 mod release;
 mod report;
@@ -78,6 +88,9 @@ const USAGE: &str = "usage: handover init [--table TABLE] [--plan-parameter NAME
        handover report [--execution ARN] [--format md|html|json] [--render] [--table TABLE] [--region REGION]
        handover release [--yes] [--table TABLE] [--plan-parameter NAME | --plan-file PATH] [--region REGION]
        handover switchover [--state-machine ARN] [--yes] [--drill] [--table TABLE] [--plan-parameter NAME | --plan-file PATH] [--region REGION]
+       handover failback [--state-machine ARN] [--yes] [--drill] [--p-host HOST] [--p-port PORT] [--s-host HOST] [--s-port PORT]
+                         [--table TABLE] [--plan-parameter NAME | --plan-file PATH] [--region REGION]
+       handover reprotect [--yes] [--table TABLE] [--plan-parameter NAME | --plan-file PATH] [--region REGION]
        handover rpo [--execution ARN] [--p-host HOST] [--p-port PORT] [--s-host HOST] [--s-port PORT]
                     [--table TABLE] [--plan-parameter NAME | --plan-file PATH] [--region REGION]";
 
@@ -376,6 +389,22 @@ async fn main() -> ExitCode {
             },
             Err(m) => Err((2, format!("{m}\n{USAGE}"))),
         },
+        Some((cmd, rest)) if cmd == "failback" => match parse_args(rest, failback::FLAGS) {
+            Ok(a) => match context(&a).await {
+                Ok(ctx) => failback::failback(ctx, &a.extra).await,
+                Err(e) => Err(e),
+            },
+            Err(m) => Err((2, format!("{m}\n{USAGE}"))),
+        },
+        Some((cmd, rest)) if cmd == "reprotect" => {
+            match parse_args(rest, failback::REPROTECT_FLAGS) {
+                Ok(a) => match context(&a).await {
+                    Ok(ctx) => failback::reprotect_standby(ctx, &a.extra).await,
+                    Err(e) => Err(e),
+                },
+                Err(m) => Err((2, format!("{m}\n{USAGE}"))),
+            }
+        }
         Some((cmd, rest)) if cmd == "rpo" => match parse_args(rest, rpo::FLAGS) {
             Ok(a) => match context(&a).await {
                 Ok(ctx) => rpo::rpo(ctx, &a.extra).await,

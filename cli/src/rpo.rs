@@ -44,12 +44,12 @@ fn failed(m: impl std::fmt::Display) -> Failure {
 }
 
 /// How the canary reaches a database, taken from the plan.
-struct DbAccess<'a> {
-    port: u16,
-    database: &'a str,
-    secret_arn: &'a str,
-    ca_secret_arn: Option<&'a str>,
-    require_tls: bool,
+pub(crate) struct DbAccess<'a> {
+    pub port: u16,
+    pub database: &'a str,
+    pub secret_arn: &'a str,
+    pub ca_secret_arn: Option<&'a str>,
+    pub require_tls: bool,
 }
 
 async fn secret(ctx: &Context, arn: &str) -> Result<String, Failure> {
@@ -64,7 +64,7 @@ async fn secret(ctx: &Context, arn: &str) -> Result<String, Failure> {
 
 /// Open a session to one side: its RDS endpoint (or the address given),
 /// with the side's own credentials when the plan names them.
-async fn open(
+pub(crate) async fn open(
     ctx: &Context,
     label: &str,
     site: &Site,

@@ -17,11 +17,11 @@ use std::io::{BufRead, Write};
 /// The flags `switchover` takes besides the common ones.
 pub const FLAGS: &[&str] = &["--state-machine", "--yes", "--drill"];
 
-fn failed(e: impl std::fmt::Display) -> (u8, String) {
+pub(crate) fn failed(e: impl std::fmt::Display) -> (u8, String) {
     (4, format!("failed (retry): {e}"))
 }
 
-fn refused(m: impl std::fmt::Display) -> (u8, String) {
+pub(crate) fn refused(m: impl std::fmt::Display) -> (u8, String) {
     (3, format!("refused: {m}"))
 }
 
@@ -37,17 +37,7 @@ pub async fn switchover(
     flags: &std::collections::BTreeMap<&'static str, String>,
 ) -> Result<String, (u8, String)> {
     let plan = &ctx.plan;
-    let state_machine = flags
-        .get("--state-machine")
-        .cloned()
-        .or_else(|| crate::env("STATE_MACHINE_ARN"))
-        .ok_or_else(|| {
-            (
-                2,
-                "no state machine: pass --state-machine (the stack output StateMachineArn) or set STATE_MACHINE_ARN"
-                    .to_string(),
-            )
-        })?;
+    let state_machine = state_machine_arn(flags)?;
     let record = ctx
         .store
         .primary()
@@ -83,17 +73,7 @@ pub async fn switchover(
         plan.switchover.timeout_s,
         s.db_instance_id,
     );
-    if !flags.contains_key("--yes") {
-        let mut err = std::io::stderr();
-        let _ = write!(err, "{what}\n\nType `switchover` to start it: ");
-        let _ = err.flush();
-        let mut line = String::new();
-        let ok =
-            std::io::stdin().lock().read_line(&mut line).is_ok() && line.trim() == "switchover";
-        if !ok {
-            return Err(refused("not confirmed"));
-        }
-    }
+    confirm(flags, &what, "switchover")?;
     let now = Utc::now();
     let name = switchover_id(&plan.service, now);
     let sfn = Sfn::new(&ctx.aws, &ctx.region, &state_machine).await;
@@ -101,46 +81,7 @@ pub async fn switchover(
     // Longer than a failover's by the catch-up's bound: the lock must
     // outlive the run it guards.
     let lease_s = plan.switchover_lease_s();
-    let lease = chrono::Duration::seconds(i64::try_from(lease_s).unwrap_or(i64::MAX / 2));
-    let acquired = match ctx.store.acquire_lock(&name, &arn, now, lease).await {
-        Ok(a) => a,
-        Err(e) => {
-            // The write may have landed with its answer lost: a lock held
-            // for a run that never starts would hold detect off for the
-            // whole lease. Give it back if it is ours.
-            let back = match ctx.store.lock_state().await {
-                Ok(Some(l)) if l.holder.as_deref() == Some(name.as_str()) => ctx
-                    .store
-                    .release_lock(&name, Utc::now(), chrono::Duration::zero())
-                    .await
-                    .map(|_| "it had been taken: given back")
-                    .unwrap_or("it may be held: `handover release` clears it"),
-                Ok(_) => "it is not held by this switchover",
-                Err(_) => "it may be held: `handover release` clears it",
-            };
-            return Err(failed(format!(
-                "taking the lock: {}; {back}",
-                handover::error::chain(&e)
-            )));
-        }
-    };
-    match acquired {
-        // AlreadyOurs: a retried write whose first try landed, or another
-        // `handover switchover` in the same second (the same name). Going
-        // on is safe: StartExecution by name starts one run at most.
-        AcquireOutcome::Acquired { .. } | AcquireOutcome::AlreadyOurs { .. } => {}
-        AcquireOutcome::Held { by, until } => {
-            return Err(refused(format!(
-                "{by} holds the lock until {until}: a failover (or another switchover) is running"
-            )));
-        }
-        AcquireOutcome::CoolingDown { until, after } => {
-            return Err(refused(format!(
-                "cooling down after {} until {until}",
-                after.as_deref().unwrap_or("the last run")
-            )));
-        }
-    }
+    take_lock(&ctx, &name, &arn, now, lease_s).await?;
     let input = ExecutionInput {
         incident_id: name.clone(),
         drill: flags.contains_key("--drill"),
@@ -159,40 +100,148 @@ pub async fn switchover(
         },
         evidence: Vec::new(),
         plan: plan.clone(),
+        failback: None,
     };
-    let body = serde_json::to_string(&input).map_err(failed)?;
-    match sfn.start(&name, &body).await {
+    start_run(&ctx, &sfn, &name, &arn, &input, &what, lease_s).await
+}
+
+/// The state machine's ARN: `--state-machine`, or `STATE_MACHINE_ARN`.
+pub(crate) fn state_machine_arn(
+    flags: &std::collections::BTreeMap<&'static str, String>,
+) -> Result<String, (u8, String)> {
+    flags
+        .get("--state-machine")
+        .cloned()
+        .or_else(|| crate::env("STATE_MACHINE_ARN"))
+        .ok_or_else(|| {
+            (
+                2,
+                "no state machine: pass --state-machine (the stack output StateMachineArn) or set STATE_MACHINE_ARN"
+                    .to_string(),
+            )
+        })
+}
+
+/// Ask the operator to type `word` (skipped with `--yes`).
+pub(crate) fn confirm(
+    flags: &std::collections::BTreeMap<&'static str, String>,
+    what: &str,
+    word: &str,
+) -> Result<(), (u8, String)> {
+    if flags.contains_key("--yes") {
+        return Ok(());
+    }
+    let mut err = std::io::stderr();
+    let _ = write!(err, "{what}\n\nType `{word}` to start it: ");
+    let _ = err.flush();
+    let mut line = String::new();
+    let ok = std::io::stdin().lock().read_line(&mut line).is_ok() && line.trim() == word;
+    if ok {
+        Ok(())
+    } else {
+        Err(refused("not confirmed"))
+    }
+}
+
+/// Take the lock detect takes for the run `name` (`arn`) for `lease_s`:
+/// refused, with nothing changed, while another run holds it or it cools down.
+pub(crate) async fn take_lock(
+    ctx: &Context,
+    name: &str,
+    arn: &str,
+    now: chrono::DateTime<Utc>,
+    lease_s: u64,
+) -> Result<(), (u8, String)> {
+    let lease = chrono::Duration::seconds(i64::try_from(lease_s).unwrap_or(i64::MAX / 2));
+    let acquired = match ctx.store.acquire_lock(name, arn, now, lease).await {
+        Ok(a) => a,
+        Err(e) => {
+            // The write may have landed with its answer lost: a lock held
+            // for a run that never starts would hold detect off for the
+            // whole lease. Give it back if it is ours.
+            let back = match ctx.store.lock_state().await {
+                Ok(Some(l)) if l.holder.as_deref() == Some(name) => ctx
+                    .store
+                    .release_lock(name, Utc::now(), chrono::Duration::zero())
+                    .await
+                    .map(|_| "it had been taken: given back")
+                    .unwrap_or("it may be held: `handover release` clears it"),
+                Ok(_) => "it is not held by this run",
+                Err(_) => "it may be held: `handover release` clears it",
+            };
+            return Err(failed(format!(
+                "taking the lock: {}; {back}",
+                handover::error::chain(&e)
+            )));
+        }
+    };
+    match acquired {
+        // AlreadyOurs: a retried write whose first try landed, or another
+        // invocation in the same second (the same name). Going on is safe:
+        // StartExecution by name starts one run at most.
+        AcquireOutcome::Acquired { .. } | AcquireOutcome::AlreadyOurs { .. } => Ok(()),
+        AcquireOutcome::Held { by, until } => Err(refused(format!(
+            "{by} holds the lock until {until}: a failover (or another planned run) is running"
+        ))),
+        AcquireOutcome::CoolingDown { until, after } => Err(refused(format!(
+            "cooling down after {} until {until}",
+            after.as_deref().unwrap_or("the last run")
+        ))),
+    }
+}
+
+/// Give the lock `name` took back, without a cooldown (nothing ran under
+/// it), and say how that went.
+pub(crate) async fn give_back(ctx: &Context, name: &str) -> String {
+    match ctx
+        .store
+        .release_lock(name, Utc::now(), chrono::Duration::zero())
+        .await
+    {
+        Ok(ReleaseOutcome::Released { .. }) => "the lock was given back".to_string(),
+        Ok(ReleaseOutcome::NotHolder { .. }) => "the lock was not ours any more".into(),
+        Err(e) => format!(
+            "the lock stays held until its lease ends, or `handover release` ({})",
+            handover::error::chain(&e)
+        ),
+    }
+}
+
+/// Start the run `name` under the lock it holds; on a start that certainly
+/// did not happen, give the lock back.
+pub(crate) async fn start_run(
+    ctx: &Context,
+    sfn: &Sfn,
+    name: &str,
+    arn: &str,
+    input: &ExecutionInput,
+    what: &str,
+    lease_s: u64,
+) -> Result<String, (u8, String)> {
+    let body = serde_json::to_string(input).map_err(failed)?;
+    match sfn.start(name, &body).await {
         Ok(StartOutcome::Started { execution_arn }) => Ok(format!(
-            "{what}\n\nstarted: {execution_arn}\nlock: held by {name} for up to {} s\nnext: approve in Slack, or `handover approve --execution {execution_arn}`",
-            lease_s
+            "{what}\n\nstarted: {execution_arn}\nlock: held by {name} for up to {lease_s} s\nnext: approve in Slack, or `handover approve --execution {execution_arn}`"
         )),
-        // Another `handover switchover` in the same second started it: the
-        // same run, under the same lock.
+        // Another invocation in the same second started it: the same run,
+        // under the same lock.
         Ok(StartOutcome::AlreadyExists { status, .. }) if status.as_deref() == Some("RUNNING") => {
             Ok(format!(
-                "{what}\n\nstarted a moment ago by another `handover switchover`: {arn}\nnext: approve in Slack, or `handover approve --execution {arn}`"
+                "{what}\n\nstarted a moment ago by another invocation: {arn}\nnext: approve in Slack, or `handover approve --execution {arn}`"
             ))
         }
         Ok(StartOutcome::AlreadyExists { status, .. }) => {
             // A closed run of that name: nothing runs under this lock.
-            let undo = ctx
-                .store
-                .release_lock(&name, Utc::now(), chrono::Duration::zero())
-                .await;
+            let lock = give_back(ctx, name).await;
             Err(refused(format!(
-                "an execution named {name} exists already ({}); {}; try again in a second",
+                "an execution named {name} exists already ({}); {lock}; try again in a second",
                 status.as_deref().unwrap_or("status unknown"),
-                if undo.is_ok() {
-                    "the lock was given back"
-                } else {
-                    "the lock may be held: `handover release` clears it"
-                }
             )))
         }
         Err(e) => {
             // The call may have started the run with its answer lost: ask.
             let client = ctx.aws.sfn(&ctx.region).await;
-            match client.describe_execution().execution_arn(&arn).send().await {
+            match client.describe_execution().execution_arn(arn).send().await {
                 Ok(d) => {
                     return Ok(format!(
                         "{what}\n\nstarted: {arn} ({}; StartExecution's answer was lost: {})\nnext: approve in Slack, or `handover approve --execution {arn}`",
@@ -215,18 +264,7 @@ pub async fn switchover(
             }
             // Nothing started: give the lock back, without a cooldown, so
             // detect is not held off.
-            let undo = ctx
-                .store
-                .release_lock(&name, Utc::now(), chrono::Duration::zero())
-                .await;
-            let lock = match undo {
-                Ok(ReleaseOutcome::Released { .. }) => "the lock was given back".to_string(),
-                Ok(ReleaseOutcome::NotHolder { .. }) => "the lock was not ours any more".into(),
-                Err(e) => format!(
-                    "the lock stays held until its lease ends ({})",
-                    handover::error::chain(&e)
-                ),
-            };
+            let lock = give_back(ctx, name).await;
             Err(failed(format!(
                 "StartExecution: {}; {lock}",
                 handover::error::chain(&e)

@@ -76,6 +76,9 @@ REALISM_DEFAULTS = {
     # engine stops (every session ends) half-way. Never instant: RDS answers
     # the call with the instance `rebooting`.
     "reboot_s": 0.3,
+    # ModifyDBInstance NewDBInstanceIdentifier: `renaming` for this long; the
+    # instance's endpoint changes with its name, and its engine restarts.
+    "rename_s": 0.0,
 }
 # DB instance identifier -> the PostgreSQL server behind it ({"port": n}), for
 # instances whose database is real: a reboot restarts the engine, so every
@@ -83,6 +86,15 @@ REALISM_DEFAULTS = {
 # ``"promote": true`` the server is a streaming replica, and PromoteReadReplica
 # promotes it (``pg_promote``) before the instance shows `available`.
 DATABASES: dict[str, dict] = {}
+# (Region, DB instance identifier) -> the port its endpoint had when it was
+# renamed away: RDS derives an endpoint from the identifier, so a new instance
+# created with that identifier answers where the old one did.
+ENDPOINTS: dict[tuple[str, str], int] = {}
+# Region -> the tls/ directory of a real server there: its CA signs every
+# certificate in the Region, as an RDS Region's CA does.
+REGION_CA: dict[str, str] = {}
+# Directories of the servers the emulator built itself: stopped at exit.
+BUILT: list[str] = []
 # Scope ("*" or one DB instance identifier) -> the settings above, so tests
 # sharing the emulator can each make their own instances realistic.
 REALISM: dict[str, dict] = {"*": dict(REALISM_DEFAULTS)}
@@ -170,6 +182,131 @@ def patch_promote_read_replica() -> None:
         return database
 
     models.RDSBackend.promote_read_replica = promote_read_replica
+
+
+def postgres_sh(*args: str, env: dict | None = None) -> str:
+    """Run scripts/postgres.sh (the harness's PostgreSQL world) and return its output."""
+    import subprocess
+
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "postgres.sh")
+    out = subprocess.run([script, *args], check=True, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, **(env or {})})
+    return out.stdout.strip()
+
+
+def patch_create_db_instance_read_replica() -> None:
+    """Make CreateDBInstanceReadReplica build a replica, as RDS does.
+
+    AWS (RDS User Guide, "Creating a read replica"; API Reference,
+    CreateDBInstanceReadReplica): the call returns with the new instance
+    `creating`; RDS snapshots the source and starts streaming from it, and
+    only then is the replica `available`. An identifier in use is refused
+    with DBInstanceAlreadyExists. moto 5.2.5 answers with a copy of the
+    source, `available` at once, and silently replaces an instance that
+    already had the identifier. This patch refuses a taken identifier and,
+    when the source has a real database (``DATABASES`` with its directory),
+    builds the replica for real: ``scripts/postgres.sh standby`` (a base
+    backup of the source, then streaming), its certificate signed by the
+    Region's CA and naming the Region's endpoints, on the port the
+    identifier's endpoint had (``ENDPOINTS``). The instance stays `creating`
+    until the server is up, and the router promotes it with
+    PromoteReadReplica like any real replica. Production logic is unchanged.
+    """
+    from moto.rds import models
+    from moto.rds.exceptions import DBInstanceAlreadyExists
+
+    original = models.RDSBackend.create_db_instance_read_replica
+
+    def create(self, db_kwargs):  # type: ignore[no-untyped-def]
+        ident = db_kwargs["db_instance_identifier"]
+        with RDS_LOCK:
+            if ident in self.databases:
+                raise DBInstanceAlreadyExists()
+            replica = original(self, db_kwargs)
+            source_ident = db_kwargs["source_db_instance_identifier"].split(":")[-1]
+            source = DATABASES.get(source_ident)
+            if not (source and source.get("dir")):
+                return replica
+            replica.status = "creating"
+            region = replica.region
+        directory = os.path.join(os.path.dirname(source["dir"]), f"pg-{ident}")
+        port = ENDPOINTS.pop((region, ident), None) or free_port()
+
+        def build() -> None:
+            BUILT.append(directory)
+            env = {"PG_TLS_NAME": f"*.aaaaaaaaaa.{region}.rds.amazonaws.com"}
+            if region in REGION_CA:
+                env["PG_TLS_CA"] = REGION_CA[region]
+            try:
+                postgres_sh("standby", directory, str(source["port"]), source["dir"], str(port), env=env)
+            except Exception as e:  # noqa: BLE001 (logged: RDS shows the instance failed)
+                print(f"building the replica {ident}: {e} {getattr(e, 'stderr', '')}", flush=True)
+                with RDS_LOCK:
+                    replica.status = "failed"
+                return
+            with RDS_LOCK:
+                DATABASES[ident] = {"port": port, "promote": True, "dir": directory, "region": region}
+                REGION_CA.setdefault(region, os.path.join(directory, "tls"))
+                replica.status = "available"
+
+        threading.Thread(target=build, daemon=True).start()
+        return replica
+
+    models.RDSBackend.create_db_instance_read_replica = create
+
+
+def patch_rename_db_instance() -> None:
+    """Make a rename move the instance's endpoint, as in RDS.
+
+    AWS (RDS User Guide, "Renaming a DB instance"): ModifyDBInstance with
+    NewDBInstanceIdentifier and ApplyImmediately renames the instance; its
+    endpoint changes with the name, the instance is `renaming` and then
+    `available`, and the old name can be given to a new instance (the usual
+    way to replace one in place). moto 5.2.5 renames at once and keeps the
+    endpoint's server where it was. For an instance with a real database,
+    this patch restarts the server on a new port (every session ends) and
+    keeps the old port for the next instance that takes the old name.
+    """
+    from moto.rds import models
+    from moto.rds.exceptions import DBInstanceAlreadyExists, InvalidDBInstanceStateFault
+
+    original = models.RDSBackend.modify_db_instance
+
+    def modify_db_instance(self, db_instance_identifier, db_kwargs):  # type: ignore[no-untyped-def]
+        new = db_kwargs.get("new_db_instance_identifier")
+        if not new or new == db_instance_identifier:
+            return original(self, db_instance_identifier, db_kwargs)
+        with RDS_LOCK:
+            database = self.databases.get(db_instance_identifier)
+            if database is not None and database.status != "available":
+                raise InvalidDBInstanceStateFault(f"DB instance {db_instance_identifier} is not in available state.")
+            if new in self.databases:
+                raise DBInstanceAlreadyExists()
+        result = original(self, db_instance_identifier, db_kwargs)
+        with RDS_LOCK:
+            real = DATABASES.pop(db_instance_identifier, None)
+            seconds = realism(new, "rename_s")
+            if real or seconds > 0:
+                result.status = "renaming"
+        if real:
+            ENDPOINTS[(result.region, db_instance_identifier)] = real["port"]
+            moved = dict(real, port=free_port())
+            try:
+                postgres_sh("move", real["dir"], str(moved["port"]))
+            except Exception as e:  # noqa: BLE001 (logged: the old server is gone from the world)
+                print(f"moving the database of {db_instance_identifier}: {e} {getattr(e, 'stderr', '')}", flush=True)
+            with RDS_LOCK:
+                DATABASES[new] = moved
+
+        def done() -> None:
+            with RDS_LOCK:
+                if result.status == "renaming":
+                    result.status = "available"
+
+        threading.Timer(max(seconds, 0.0), done).start()
+        return result
+
+    models.RDSBackend.modify_db_instance = modify_db_instance
 
 
 def psql(database: dict, statement: str) -> None:
@@ -476,6 +613,8 @@ class World:
             REALISM.clear()
             REALISM["*"] = dict(REALISM_DEFAULTS)
             DATABASES.clear()
+            ENDPOINTS.clear()
+            REGION_CA.clear()
             self.calls.clear()
             self.models.clear()
             self.converse.clear()
@@ -906,6 +1045,11 @@ def make_handler(world: World):
                             DATABASES.pop(ident, None)
                         else:
                             DATABASES[ident] = {"port": int(real["port"]), "promote": bool(real.get("promote"))}
+                            # With its directory and Region, the server can be the
+                            # source of a real replica (CreateDBInstanceReadReplica).
+                            if real.get("dir") and real.get("region"):
+                                DATABASES[ident].update(dir=str(real["dir"]), region=str(real["region"]))
+                                REGION_CA.setdefault(str(real["region"]), os.path.join(str(real["dir"]), "tls"))
                     return self._json(200, DATABASES)
             if path == "/_handover/realism" and method == "POST":
                 # {"*": {...}} for every instance, {"<db id>": {...}} for one;
@@ -1011,6 +1155,8 @@ def main() -> int:
     patch_promote_read_replica()
     patch_security_group_membership()
     patch_reboot_db_instance()
+    patch_create_db_instance_read_replica()
+    patch_rename_db_instance()
     patch_send_task_failure_cause()
     from moto.server import ThreadedMotoServer
 
@@ -1041,6 +1187,12 @@ def main() -> int:
         json.dump(ready, f)
     os.replace(tmp, args.ready_file)
     server.serve_forever()
+    # The servers this emulator built (re-protection's replicas) go with it.
+    for directory in list(BUILT):
+        try:
+            postgres_sh("stop", directory)
+        except Exception as e:  # noqa: BLE001 (best effort at exit)
+            print(f"stopping {directory}: {e}", flush=True)
     for child in RESPAWNED:
         child.kill()
     moto.stop()

@@ -659,9 +659,7 @@ impl Campaign {
             // S's database was promoted with it: a fresh replica of P, at the
             // same endpoint.
             self.pdb.partition(false);
-            self.pdb
-                .rebuild_standby(&self.sdb, &s.db_instance_id)
-                .await?;
+            self.pdb.rebuild_standby(&self.sdb, s).await?;
             let ddb = self.aws.dynamodb(REGION).await;
             for pk in ["PRIMARY", "LOCK"] {
                 ddb.delete_item()

@@ -19,6 +19,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod roundtrip;
+
 /// What the drill answers to the approval request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decision {
@@ -33,6 +35,10 @@ pub enum Decision {
     /// No break: the operator starts a planned switchover with the real
     /// `handover switchover`, and it is approved.
     Switchover,
+    /// The round trip: break P, fail over and approve; heal P; the operator
+    /// runs `handover failback`, it is approved, P is primary again; then
+    /// `handover reprotect` gives P its standby in S again.
+    Roundtrip,
 }
 
 impl Decision {
@@ -44,8 +50,9 @@ impl Decision {
             "timeout" => Ok(Decision::Timeout),
             "interactive" => Ok(Decision::Interactive),
             "switchover" => Ok(Decision::Switchover),
+            "roundtrip" => Ok(Decision::Roundtrip),
             other => bail!(
-                "DRILL_DECISION={other:?}: use approve, reject, timeout, interactive or switchover"
+                "DRILL_DECISION={other:?}: use approve, reject, timeout, interactive, switchover or roundtrip"
             ),
         }
     }
@@ -59,6 +66,7 @@ impl fmt::Display for Decision {
             Decision::Timeout => "timeout",
             Decision::Interactive => "interactive",
             Decision::Switchover => "switchover",
+            Decision::Roundtrip => "roundtrip",
         })
     }
 }
@@ -190,6 +198,13 @@ pub struct Drill {
     /// The same for the writer name (a CNAME writer endpoint).
     writer_log: DnsLog,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// Where this leg's history and reports go (`out/`, or `out/failback/`
+    /// for the round trip's way back).
+    leg_dir: PathBuf,
+    /// The run whose reports this leg fetches (`None`: every one).
+    leg_run: Option<String>,
+    /// Servers the router built (re-protection's replicas), stopped with the drill.
+    built: Vec<crate::pdb::SDatabase>,
 }
 
 type DnsLog = std::sync::Arc<std::sync::Mutex<Vec<(chrono::DateTime<Utc>, Vec<String>)>>>;
@@ -320,6 +335,11 @@ impl Drill {
         // is its streaming replica, read-only until RDS promotes it.
         let (pdb, sdb) = crate::pdb::pair(out, &plan, "drill").await?;
         let (pg_port, pg_password) = (sdb.port, sdb.password().to_owned());
+        // The failback's canary and data check reach P's database where
+        // P's endpoint answers (re-protection's replica takes that port).
+        if let Some(fb) = plan.failback.as_mut() {
+            fb.canary_port = Some(pdb.server_port);
+        }
         say(
             started,
             format!(
@@ -454,6 +474,9 @@ impl Drill {
             dns_log: Default::default(),
             writer_log: Default::default(),
             tasks: Vec::new(),
+            leg_dir: out.to_owned(),
+            leg_run: None,
+            built: Vec::new(),
         };
         drill.background();
         Ok(drill)
@@ -655,6 +678,10 @@ impl Drill {
             .await?;
         self.after_checks(decision, &summary).await?;
         self.scan_logs(token.as_deref())?;
+        if decision == Decision::Roundtrip {
+            print!("{summary}");
+            return self.failback_leg().await;
+        }
         Ok(summary)
     }
 
@@ -730,11 +757,17 @@ impl Drill {
 
     /// Answer the approval request as `decision` says.
     async fn answer(&self, decision: Decision) -> Result<()> {
+        self.answer_from(decision, 0).await
+    }
+
+    /// Answer the first approval request among Slack's messages from
+    /// index `from` on.
+    async fn answer_from(&self, decision: Decision, from: usize) -> Result<()> {
         let t = Instant::now();
         let message = loop {
             // The question is the message with buttons (readiness posted
             // its first result before the break).
-            if let Some(m) = self.slack.messages().into_iter().find(|m| {
+            if let Some(m) = self.slack.messages().into_iter().skip(from).find(|m| {
                 m.body["blocks"]
                     .as_array()
                     .is_some_and(|b| b.iter().any(|x| x["type"] == "actions"))
@@ -780,7 +813,7 @@ impl Drill {
             );
         }
         let choice = match decision {
-            Decision::Approve | Decision::Switchover => approve,
+            Decision::Approve | Decision::Switchover | Decision::Roundtrip => approve,
             Decision::Reject => reject,
             Decision::Timeout => {
                 self.say(format!(
@@ -944,13 +977,13 @@ impl Drill {
             }
         }
         std::fs::write(
-            self.out.join("history.json"),
+            self.leg_dir.join("history.json"),
             serde_json::to_string_pretty(&pages)?,
         )?;
         // And every AWS call the world saw, with its time and caller
         // (`out/calls.json`): where a step's time went, call by call.
         std::fs::write(
-            self.out.join("calls.json"),
+            self.leg_dir.join("calls.json"),
             serde_json::to_string_pretty(&crate::call_log().await)?,
         )?;
         Ok(())
@@ -1100,6 +1133,11 @@ impl Drill {
         let (mut paths, mut report) = (Vec::new(), None);
         for obj in listing.contents() {
             let key = obj.key().unwrap_or_default();
+            if let Some(run) = &self.leg_run
+                && !key.contains(&format!("/{run}/"))
+            {
+                continue;
+            }
             let name = key.rsplit('/').next().unwrap_or(key);
             let body = s3
                 .get_object()
@@ -1111,7 +1149,7 @@ impl Drill {
                 .collect()
                 .await?
                 .into_bytes();
-            let path = self.out.join(name);
+            let path = self.leg_dir.join(name);
             std::fs::write(&path, &body)?;
             if name == "report.json" {
                 report = Some(serde_json::from_slice::<Value>(&body)?);
@@ -1327,7 +1365,7 @@ impl Drill {
                     answers.contains(&self.plan.dns.standby_target),
                     "DNS does not answer S: {answers:?}"
                 );
-                let history = std::fs::read_to_string(self.out.join("history.json"))?;
+                let history = std::fs::read_to_string(self.leg_dir.join("history.json"))?;
                 let fenced_at = fence_confirmed_at(&history)
                     .ok_or_else(|| anyhow!("the history shows no confirmed fence"))?;
                 let after = self.pdb.writes_after(fenced_at).await?;
@@ -1360,7 +1398,7 @@ impl Drill {
                     self.pdb.writes().await?
                 ));
             }
-            (Decision::Approve, _) | (Decision::Interactive, "SUCCEEDED") => {
+            (Decision::Approve | Decision::Roundtrip, _) | (Decision::Interactive, "SUCCEEDED") => {
                 anyhow::ensure!(
                     rec.region == self.plan.regions.standby.region && rec.epoch == 2,
                     "S is not primary in the table: {rec:?}"
@@ -1396,7 +1434,7 @@ impl Drill {
                     .and_then(|e| e.address())
                     .map(str::to_owned)
                     .ok_or_else(|| anyhow!("RDS reports no endpoint for S"))?;
-                let history = std::fs::read_to_string(self.out.join("history.json"))?;
+                let history = std::fs::read_to_string(self.leg_dir.join("history.json"))?;
                 anyhow::ensure!(
                     history.contains(&format!("TLS certificate verified for {s_endpoint}")),
                     "the write canary did not verify TLS against S's endpoint {s_endpoint}"

@@ -83,32 +83,17 @@ impl PDatabase {
             .await?;
         drop(client);
         let _ = task.await;
+        // With its directory and Region, the router can build a real
+        // replica of it (CreateDBInstanceReadReplica at failback).
         crate::control(
             "databases",
-            serde_json::json!({ db_instance_id: {"port": server_port} }),
+            serde_json::json!({ db_instance_id: {"port": server_port, "dir": dir, "region": region} }),
         )
         .await;
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let gate_port = listener.local_addr()?.port();
-        let admitted = Arc::new(AtomicBool::new(true));
         let mut tasks = Vec::new();
-        // The gate: admit by P's groups at connect time, then just carry bytes.
-        let open = admitted.clone();
-        tasks.push(tokio::spawn(async move {
-            while let Ok((mut inbound, _)) = listener.accept().await {
-                if !open.load(Ordering::SeqCst) {
-                    drop(inbound); // no rule lets it in: the connection never completes
-                    continue;
-                }
-                tokio::spawn(async move {
-                    if let Ok(mut outbound) =
-                        tokio::net::TcpStream::connect(("127.0.0.1", server_port)).await
-                    {
-                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
-                    }
-                });
-            }
-        }));
+        let (gate_port, admitted, gate_tasks) =
+            open_gate(aws, region, db_instance_id, P_APP_GROUP, server_port).await?;
+        tasks.extend(gate_tasks);
         // The replication link: it carries bytes unless P is partitioned.
         let link = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let link_port = link.local_addr()?.port();
@@ -126,27 +111,6 @@ impl PDatabase {
                         tokio::join!(relay(ri, wo, cut.clone()), relay(ro, wi, cut));
                     }
                 });
-            }
-        }));
-        // P's groups as RDS shows them.
-        let rds = aws.rds(region).await;
-        let (id, open) = (db_instance_id.to_owned(), admitted.clone());
-        tasks.push(tokio::spawn(async move {
-            loop {
-                if let Ok(out) = rds
-                    .describe_db_instances()
-                    .db_instance_identifier(&id)
-                    .send()
-                    .await
-                    && let Some(d) = out.db_instances().first()
-                {
-                    let lets_app_in = d.vpc_security_groups().iter().any(|g| {
-                        g.vpc_security_group_id() == Some(P_APP_GROUP)
-                            && matches!(g.status(), Some("active") | Some("removing"))
-                    });
-                    open.store(lets_app_in, Ordering::SeqCst);
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
             }
         }));
         let p = PDatabase {
@@ -169,39 +133,15 @@ impl PDatabase {
     /// P's app: one pooled connection through the gate, kept open, an order
     /// every 100 ms; when it breaks, the pool dials again.
     pub fn start_writer(&mut self) {
-        let dsn = format!(
-            "host=127.0.0.1 port={} user=handover password={} dbname=handover connect_timeout=1",
-            self.gate_port, self.password
-        );
-        let (committed, failed) = (self.committed.clone(), self.failed.clone());
         let writing = self.writing.clone();
         writing.store(true, Ordering::SeqCst);
-        self.tasks.push(tokio::spawn(async move {
-            while writing.load(Ordering::SeqCst) {
-                if let Ok((client, conn)) =
-                    tokio_postgres::connect(&dsn, tokio_postgres::NoTls).await
-                {
-                    let task = tokio::spawn(conn);
-                    while writing.load(Ordering::SeqCst) {
-                        match client
-                            .execute("INSERT INTO orders DEFAULT VALUES", &[])
-                            .await
-                        {
-                            Ok(_) => committed.fetch_add(1, Ordering::SeqCst),
-                            Err(_) => {
-                                failed.fetch_add(1, Ordering::SeqCst);
-                                break;
-                            }
-                        };
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                    }
-                    task.abort();
-                } else {
-                    failed.fetch_add(1, Ordering::SeqCst);
-                }
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-        }));
+        self.tasks.push(app_writer(
+            self.gate_port,
+            &self.password,
+            self.committed.clone(),
+            self.failed.clone(),
+            writing,
+        ));
     }
 
     /// P's app stops writing (its last order is committed when this returns
@@ -235,11 +175,11 @@ impl PDatabase {
     pub async fn start_standby(
         &self,
         dir: PathBuf,
-        db_instance_id: &str,
+        site: &handover::plan::Site,
         port: Option<u16>,
     ) -> Result<SDatabase> {
         let guard = Postgres::adopt(dir.clone());
-        let port = self.build_standby(dir, db_instance_id, port).await?;
+        let port = self.build_standby(dir, site, port).await?;
         Ok(SDatabase {
             _pg: guard,
             port,
@@ -248,8 +188,8 @@ impl PDatabase {
     }
 
     /// Rebuild `s` from P (after S was promoted): a fresh replica at the same endpoint.
-    pub async fn rebuild_standby(&self, s: &SDatabase, db_instance_id: &str) -> Result<()> {
-        self.build_standby(s._pg.dir().to_owned(), db_instance_id, Some(s.port))
+    pub async fn rebuild_standby(&self, s: &SDatabase, site: &handover::plan::Site) -> Result<()> {
+        self.build_standby(s._pg.dir().to_owned(), site, Some(s.port))
             .await
             .map(|_| ())
     }
@@ -257,7 +197,7 @@ impl PDatabase {
     async fn build_standby(
         &self,
         dir: PathBuf,
-        db_instance_id: &str,
+        site: &handover::plan::Site,
         port: Option<u16>,
     ) -> Result<u16> {
         let script = crate::lambdas::workspace_root().join("scripts/postgres.sh");
@@ -280,7 +220,7 @@ impl PDatabase {
         let port: u16 = String::from_utf8_lossy(&out.stdout).trim().parse()?;
         crate::control(
             "databases",
-            serde_json::json!({ db_instance_id: {"port": port, "promote": true} }),
+            serde_json::json!({ &site.db_instance_id: {"port": port, "promote": true, "dir": dir, "region": &site.region} }),
         )
         .await;
         Ok(port)
@@ -327,6 +267,104 @@ impl PDatabase {
     }
 }
 
+/// An app's writer: one pooled connection to `port`, kept open, an order
+/// every 100 ms while `writing`; when it breaks, the pool dials again.
+pub fn app_writer(
+    port: u16,
+    password: &str,
+    committed: Arc<AtomicU64>,
+    failed: Arc<AtomicU64>,
+    writing: Arc<AtomicBool>,
+) -> tokio::task::JoinHandle<()> {
+    let dsn = format!(
+        "host=127.0.0.1 port={port} user=handover password={password} dbname=handover connect_timeout=1"
+    );
+    tokio::spawn(async move {
+        while writing.load(Ordering::SeqCst) {
+            if let Ok((client, conn)) = tokio_postgres::connect(&dsn, tokio_postgres::NoTls).await {
+                let task = tokio::spawn(conn);
+                while writing.load(Ordering::SeqCst) {
+                    match client
+                        .execute("INSERT INTO orders DEFAULT VALUES", &[])
+                        .await
+                    {
+                        Ok(_) => committed.fetch_add(1, Ordering::SeqCst),
+                        Err(_) => {
+                            failed.fetch_add(1, Ordering::SeqCst);
+                            break;
+                        }
+                    };
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                task.abort();
+            } else {
+                failed.fetch_add(1, Ordering::SeqCst);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+}
+
+/// A gate in front of the server on `server_port` that behaves as the
+/// security groups of `db_instance_id` do: it admits a new connection only
+/// while `group` is attached (`active`, or still `removing`), and never
+/// cuts one (connection tracking). Its port, whether it admits now, and
+/// its tasks (abort them to close it).
+pub async fn open_gate(
+    aws: &Aws,
+    region: &str,
+    db_instance_id: &str,
+    group: &str,
+    server_port: u16,
+) -> Result<(u16, Arc<AtomicBool>, Vec<tokio::task::JoinHandle<()>>)> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let gate_port = listener.local_addr()?.port();
+    let admitted = Arc::new(AtomicBool::new(true));
+    let mut tasks = Vec::new();
+    let open = admitted.clone();
+    tasks.push(tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            if !open.load(Ordering::SeqCst) {
+                drop(inbound); // no rule lets it in: the connection never completes
+                continue;
+            }
+            tokio::spawn(async move {
+                if let Ok(mut outbound) =
+                    tokio::net::TcpStream::connect(("127.0.0.1", server_port)).await
+                {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                }
+            });
+        }
+    }));
+    // The groups as RDS shows them.
+    let rds = aws.rds(region).await;
+    let (id, open, group) = (
+        db_instance_id.to_owned(),
+        admitted.clone(),
+        group.to_owned(),
+    );
+    tasks.push(tokio::spawn(async move {
+        loop {
+            if let Ok(out) = rds
+                .describe_db_instances()
+                .db_instance_identifier(&id)
+                .send()
+                .await
+                && let Some(d) = out.db_instances().first()
+            {
+                let lets_app_in = d.vpc_security_groups().iter().any(|g| {
+                    g.vpc_security_group_id() == Some(group.as_str())
+                        && matches!(g.status(), Some("active") | Some("removing"))
+                });
+                open.store(lets_app_in, Ordering::SeqCst);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }));
+    Ok((gate_port, admitted, tasks))
+}
+
 /// Carry bytes from `from` to `to`, holding them while `cut` is set.
 async fn relay(
     mut from: tokio::net::tcp::OwnedReadHalf,
@@ -359,6 +397,16 @@ pub struct SDatabase {
 }
 
 impl SDatabase {
+    /// The server scripts/postgres.sh runs under `dir` on `port` (one the
+    /// router built: re-protection's replica), stopped when dropped.
+    pub fn adopt(dir: PathBuf, port: u16, password: &str) -> SDatabase {
+        SDatabase {
+            _pg: Postgres::adopt(dir),
+            port,
+            password: password.to_owned(),
+        }
+    }
+
     /// The `handover` user's password (the same as P's: it replicates).
     pub fn password(&self) -> &str {
         &self.password
@@ -429,7 +477,7 @@ pub async fn pair(
     .await?;
     p.start_writer();
     let s = p
-        .start_standby(out.join("pg"), &plan.regions.standby.db_instance_id, None)
+        .start_standby(out.join("pg"), &plan.regions.standby, None)
         .await?;
     Ok((p, s))
 }

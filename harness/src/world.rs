@@ -95,7 +95,7 @@ pub async fn put_replica_lag(
 /// The group has target type `lambda`, the one type moto creates without a
 /// VPC; DescribeTargetHealth answers the same for every type.
 pub async fn provision_target_group(aws: &Aws, region: &str, healthy: usize) -> String {
-    use aws_sdk_elasticloadbalancingv2::types::{TargetDescription, TargetTypeEnum};
+    use aws_sdk_elasticloadbalancingv2::types::TargetTypeEnum;
     let elb = aws.elbv2(region).await;
     // At most 32 characters: letters, digits and hyphens.
     let name: String = crate::unique("tg")
@@ -115,20 +115,31 @@ pub async fn provision_target_group(aws: &Aws, region: &str, healthy: usize) -> 
         .and_then(|g| g.target_group_arn())
         .expect("target group ARN")
         .to_owned();
-    if healthy > 0 {
-        let mut register = elb.register_targets().target_group_arn(&arn);
-        for i in 0..healthy {
-            register = register.targets(
-                TargetDescription::builder()
-                    .id(format!(
-                        "arn:aws:lambda:{region}:123456789012:function:app-{i}"
-                    ))
-                    .build(),
-            );
-        }
-        register.send().await.expect("register targets in moto");
-    }
+    register_targets(aws, region, &arn, healthy).await;
     arn
+}
+
+/// Register `healthy` targets (the app's functions) in a target group.
+pub async fn register_targets(aws: &Aws, region: &str, target_group_arn: &str, healthy: usize) {
+    use aws_sdk_elasticloadbalancingv2::types::TargetDescription;
+    if healthy == 0 {
+        return;
+    }
+    let mut register = aws
+        .elbv2(region)
+        .await
+        .register_targets()
+        .target_group_arn(target_group_arn);
+    for i in 0..healthy {
+        register = register.targets(
+            TargetDescription::builder()
+                .id(format!(
+                    "arn:aws:lambda:{region}:123456789012:function:app-{i}"
+                ))
+                .build(),
+        );
+    }
+    register.send().await.expect("register targets in moto");
 }
 
 /// Deregister every target of a target group: its load balancer then has
@@ -210,6 +221,7 @@ pub fn run_input(plan: &Plan, incident: &str) -> handover::execution::ExecutionI
         },
         evidence: vec![],
         plan: plan.clone(),
+        failback: None,
     }
 }
 
@@ -506,5 +518,26 @@ pub async fn provision_fence_group(aws: &Aws, plan: &mut Plan) -> String {
         .group_id
         .expect("a group id");
     plan.regions.primary.fence_security_group_id = group;
+    // S's too, in S's own VPC: the switch back of a failback fences S.
+    let ec2 = aws.ec2(&plan.regions.standby.region).await;
+    let s_vpc = ec2
+        .create_vpc()
+        .cidr_block("10.30.0.0/16")
+        .send()
+        .await
+        .expect("create S's VPC in moto")
+        .vpc
+        .and_then(|v| v.vpc_id)
+        .expect("a VPC id");
+    plan.regions.standby.fence_security_group_id = ec2
+        .create_security_group()
+        .group_name(crate::unique("handover-fence"))
+        .description("Handover fence: no inbound rule")
+        .vpc_id(&s_vpc)
+        .send()
+        .await
+        .expect("create S's fence group in moto")
+        .group_id
+        .expect("a group id");
     vpc
 }

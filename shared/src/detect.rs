@@ -456,6 +456,7 @@ impl<E: EndpointProbe, H: HealthChecks, A: Alarms, S: ExecutionStarter> Detector
             },
             evidence,
             plan: plan.clone(),
+            failback: None,
         };
         match self
             .starter

@@ -40,6 +40,88 @@ pub struct ExecutionInput {
     pub evidence: Vec<Value>,
     /// The plan that runs, snapshotted at detection.
     pub plan: Plan,
+    /// Set when this run is a failback's switch back (`handover failback`):
+    /// a planned switchover in the reversed plan (S is `primary`, P
+    /// `standby`), after re-protection and the data check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failback: Option<FailbackRun>,
+}
+
+/// What `handover failback` did before it started the switch back, and
+/// what the switch back must restore.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FailbackRun {
+    /// The run that moved the primary to S (the record's last execution).
+    pub undoes: Option<String>,
+    /// The epoch the failover left (the switch back moves it one on).
+    pub from_epoch: i64,
+    /// Re-protection: P's new replica of S.
+    pub reprotect: Reprotection,
+    /// The data check between S and P's new replica.
+    pub data_check: DataCheck,
+    /// What switch replaced at the failover (`what` -> the value before):
+    /// the switch back puts these back.
+    pub restore: std::collections::BTreeMap<String, Option<String>>,
+}
+
+/// P's new replica of S (CreateDBInstanceReadReplica in P's Region).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reprotection {
+    /// The replica (P's identifier).
+    pub replica_id: String,
+    /// The old P, renamed and kept (never deleted by Handover); `None`
+    /// when P's identifier was free.
+    pub retired_id: Option<String>,
+    /// When re-protection began (`None`: the replica already existed).
+    pub started_at: Option<DateTime<Utc>>,
+    /// When the replica was available and caught up.
+    pub ready_at: DateTime<Utc>,
+    /// ReplicaLag then, seconds.
+    pub lag_s: Option<f64>,
+}
+
+/// Row counts and checksums of the compared tables on both sides.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DataCheck {
+    /// One entry per table.
+    pub tables: Vec<TableCheck>,
+    /// When it was taken.
+    pub checked_at: DateTime<Utc>,
+    /// How each side was reached.
+    pub read_from: String,
+}
+
+impl DataCheck {
+    /// Every table matched.
+    pub fn matches(&self) -> bool {
+        !self.tables.is_empty() && self.tables.iter().all(|t| t.matches())
+    }
+}
+
+/// One table on both sides, up to the same key bound.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableCheck {
+    /// `database.table`.
+    pub table: String,
+    /// Rows compared: those whose key is at most this (the replica's
+    /// highest when read; `None`: the table is empty there).
+    pub key_bound: Option<String>,
+    /// Rows on S up to the bound.
+    pub s_rows: i64,
+    /// Rows on P's replica up to the bound.
+    pub p_rows: i64,
+    /// Checksum of those rows on S: the sum of each row's md5 (its first
+    /// 64 bits), so it streams in constant memory whatever the table's size.
+    pub s_checksum: String,
+    /// The same on P's replica.
+    pub p_checksum: String,
+}
+
+impl TableCheck {
+    /// Same rows, same checksum.
+    pub fn matches(&self) -> bool {
+        self.s_rows == self.p_rows && self.s_checksum == self.p_checksum
+    }
 }
 
 /// What a run does.

@@ -34,6 +34,7 @@ pub mod detect;
 pub mod diagnose;
 pub mod error;
 pub mod execution;
+pub mod failback;
 pub mod failover;
 pub mod plan;
 pub mod public;

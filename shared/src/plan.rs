@@ -61,6 +61,149 @@ pub struct Plan {
     /// How a planned switchover proves that S has every write of P.
     #[serde(default)]
     pub switchover: SwitchoverPolicy,
+    /// How Handover goes back to P after a failover (`handover failback`):
+    /// without it, failback is refused, naming this field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failback: Option<FailbackPolicy>,
+}
+
+/// Failback: re-protect (a new replica of S in P's Region under P's
+/// identifier, the old P renamed and kept), compare the data, then a
+/// planned switchover back to P.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FailbackPolicy {
+    /// What the public name answers once P serves again (P's failover
+    /// record target, e.g. P's load balancer): the switch back's verify
+    /// checks DNS against it.
+    pub primary_target: String,
+    /// The tables compared between S and P's new replica before the switch
+    /// back, each with a column that orders its rows (the primary key). The
+    /// canary table (by `id`) is always compared too.
+    #[serde(default)]
+    pub tables: Vec<CheckedTable>,
+    /// Where the canary reaches P's database when `canary.postgres.host`
+    /// names a fixed address for S's (a proxy): the same for P. Required
+    /// then; without a host the canary dials the RDS endpoint of P's instance.
+    #[serde(default)]
+    pub canary_host: Option<String>,
+    /// The port for `canary_host` (default: `canary.postgres.port`).
+    #[serde(default)]
+    pub canary_port: Option<u16>,
+    /// How long re-protection may take before `handover failback` stops:
+    /// the replica's creation and its catch-up, seconds.
+    #[serde(default = "default_reprotect_timeout_s")]
+    pub reprotect_timeout_s: u64,
+    /// ReplicaLag at or below which P's new replica counts as caught up, seconds.
+    #[serde(default = "default_reprotect_lag_s")]
+    pub lag_near_zero_s: f64,
+}
+
+/// A table the failback's data check compares.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckedTable {
+    /// Table name, optionally schema-qualified.
+    pub table: String,
+    /// A column that orders its rows uniquely (the primary key).
+    pub key: String,
+    /// Database (default: the canary's).
+    #[serde(default)]
+    pub database: Option<String>,
+}
+
+fn default_reprotect_timeout_s() -> u64 {
+    4 * 60 * 60
+}
+fn default_reprotect_lag_s() -> f64 {
+    1.0
+}
+
+/// The failback section is missing or does not fit the plan, or the
+/// values a failback must restore are not on record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReverseError(pub String);
+
+impl fmt::Display for ReverseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ReverseError {}
+
+/// The writer endpoint's key in the primary record's `switch_previous`
+/// (what switch recorded before moving it).
+pub fn writer_lever(writer: &WriterEndpoint) -> String {
+    match writer {
+        WriterEndpoint::Cname {
+            hosted_zone_id,
+            name,
+            ..
+        } => format!("route53:{hosted_zone_id}:{name} CNAME (writer)"),
+        WriterEndpoint::SsmParameter { name, .. } => format!("ssm:{name} (writer)"),
+    }
+}
+
+impl Plan {
+    /// The plan seen from S after a failover: S is `primary`, P `standby`,
+    /// so a planned switchover in this plan moves back to P. The public
+    /// name's target is `failback.primary_target`, the writer endpoint's is
+    /// the value switch recorded before the failover moved it
+    /// (`previous`, the record's `switch_previous`), the canary reaches P
+    /// (`failback.canary_host`, or P's RDS endpoint), and the dependency
+    /// list (S's resources) is left out: it names nothing of P's.
+    pub fn reversed(
+        &self,
+        previous: &std::collections::BTreeMap<String, Option<String>>,
+    ) -> Result<Plan, ReverseError> {
+        let fb = self.failback.as_ref().ok_or_else(|| {
+            ReverseError("plan.failback is missing: it names P's public target (primary_target) and the tables to compare".into())
+        })?;
+        let mut out = self.clone();
+        std::mem::swap(&mut out.regions.primary, &mut out.regions.standby);
+        out.dns.standby_target = fb.primary_target.clone();
+        let lever = writer_lever(&self.dns.writer);
+        let before = match previous.get(&lever) {
+            Some(Some(v)) if !v.trim().is_empty() => v.clone(),
+            Some(_) => {
+                return Err(ReverseError(format!(
+                    "{lever} had no value before the failover (switch_previous records none): set the writer back by hand and give the plan's writer a value to restore"
+                )));
+            }
+            None => {
+                return Err(ReverseError(format!(
+                    "the writer endpoint's value before the failover is not on record (switch_previous has no {lever}): the failover did not move it, or ran before Handover recorded it"
+                )));
+            }
+        };
+        match &mut out.dns.writer {
+            WriterEndpoint::Cname { standby_target, .. } => *standby_target = before,
+            WriterEndpoint::SsmParameter { standby_value, .. } => *standby_value = before,
+        }
+        if let Canary::Postgres {
+            host,
+            port,
+            tls_server_name,
+            ..
+        } = &mut out.canary
+        {
+            if host.is_some() {
+                *host = Some(fb.canary_host.clone().ok_or_else(|| {
+                    ReverseError("plan.failback.canary_host is required: canary.postgres.host names a fixed address for S's database, so P's must be named too".into())
+                })?);
+                if let Some(p) = fb.canary_port {
+                    *port = p;
+                }
+            }
+            // The name the plan pinned is S's; the default is the promoted
+            // instance's own endpoint, which is P's in this plan.
+            *tls_server_name = None;
+        }
+        out.dependencies.clear();
+        out.failback = None;
+        Ok(out)
+    }
 }
 
 /// A planned switchover's catch-up: after the fence stops P's writes,
@@ -982,6 +1125,64 @@ impl Plan {
             }
             if let Some(db) = &t.database {
                 non_empty(db, "rpo_table.database")?;
+            }
+        }
+        if let Some(fb) = &self.failback {
+            non_empty(&fb.primary_target, "failback.primary_target")?;
+            if fb.primary_target.trim_end_matches('.')
+                == self.dns.standby_target.trim_end_matches('.')
+            {
+                return bad(
+                    "failback.primary_target",
+                    "must be P's target, not dns.standby_target (S's)",
+                );
+            }
+            let ident = |s: &str| {
+                s.chars()
+                    .next()
+                    .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                    && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            };
+            for (i, t) in fb.tables.iter().enumerate() {
+                let parts: Vec<&str> = t.table.split('.').collect();
+                if parts.len() > 2 || !parts.iter().all(|p| ident(p)) {
+                    return bad(
+                        &format!("failback.tables.{i}.table"),
+                        "must be a plain SQL identifier, optionally schema-qualified",
+                    );
+                }
+                if !ident(&t.key) {
+                    return bad(
+                        &format!("failback.tables.{i}.key"),
+                        "must be a plain SQL identifier ([A-Za-z_][A-Za-z0-9_]*)",
+                    );
+                }
+                if let Some(db) = &t.database {
+                    non_empty(db, &format!("failback.tables.{i}.database"))?;
+                }
+            }
+            if let Canary::Postgres { host: Some(_), .. } = &self.canary {
+                match &fb.canary_host {
+                    Some(h) => non_empty(h, "failback.canary_host")?,
+                    None => {
+                        return bad(
+                            "failback.canary_host",
+                            "required when canary.postgres.host is set: the switch back's canary must reach P's database",
+                        );
+                    }
+                }
+            }
+            if fb.canary_port == Some(0) {
+                return bad("failback.canary_port", "must be a TCP port (1-65535)");
+            }
+            if fb.reprotect_timeout_s < 60 {
+                return bad("failback.reprotect_timeout_s", "must be at least 60");
+            }
+            if !(fb.lag_near_zero_s.is_finite() && fb.lag_near_zero_s >= 0.0) {
+                return bad(
+                    "failback.lag_near_zero_s",
+                    "must be a number of seconds, 0 or more",
+                );
             }
         }
         let mut seen_arns = BTreeSet::new();

@@ -77,7 +77,7 @@ fn main() -> ExitCode {
 
 fn check(decision: Decision, s: &Summary) -> Result<()> {
     let want = match decision {
-        Decision::Approve | Decision::Switchover => "SUCCEEDED",
+        Decision::Approve | Decision::Switchover | Decision::Roundtrip => "SUCCEEDED",
         Decision::Reject => "Handover.Rejected",
         Decision::Timeout => "Handover.ApprovalTimedOut",
         Decision::Interactive => return Ok(()),

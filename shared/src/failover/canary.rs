@@ -43,13 +43,28 @@ impl SecretsManager {
 impl Secrets for SecretsManager {
     #[instrument(skip(self))]
     async fn secret_string(&self, arn: &str) -> Result<String, AwsError> {
-        let out = self
-            .client
+        // A secret lives in the Region its ARN names: after a failover the
+        // run's standby (P) is not where S's secrets are.
+        let region = crate::slack::secrets::region_of(arn).unwrap_or(&self.region);
+        let client = if region == self.region {
+            self.client.clone()
+        } else {
+            aws_sdk_secretsmanager::Client::from_conf(
+                self.client
+                    .config()
+                    .to_builder()
+                    .region(aws_sdk_secretsmanager::config::Region::new(
+                        region.to_owned(),
+                    ))
+                    .build(),
+            )
+        };
+        let out = client
             .get_secret_value()
             .secret_id(arn)
             .send()
             .await
-            .map_err(|e| call_error("secretsmanager", "GetSecretValue", &self.region, e))?;
+            .map_err(|e| call_error("secretsmanager", "GetSecretValue", region, e))?;
         out.secret_string.ok_or_else(|| AwsError::Shape {
             service: "secretsmanager",
             op: "GetSecretValue",

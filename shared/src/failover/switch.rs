@@ -421,7 +421,14 @@ where
     };
     let mut changes = Vec::new();
     let writer = move_writer(plan, deps, &ledger, &mut changes).await;
-    let traffic = move_traffic(plan, deps, &ledger, &mut changes).await;
+    let traffic = match &state.input.failback {
+        // The switch back: P's check gets the settings it had before the
+        // failover pinned it (the plan is reversed: P is `standby`).
+        Some(fb) if plan.dns.switch_mode == SwitchMode::HealthCheckFailover => {
+            unpin(plan, fb, deps, &ledger, &mut changes).await
+        }
+        _ => move_traffic(plan, deps, &ledger, &mut changes).await,
+    };
     match (writer, traffic) {
         (Ok(()), Ok(())) => {}
         (w, t) => {
@@ -573,7 +580,7 @@ where
             // failover routing would send users back to a fenced P. So
             // Handover always pins: P's check Disabled + Inverted.
             let id = &plan.regions.primary.health_check_id;
-            let what = format!("route53:health_check:{id} (inverted, disabled)");
+            let what = check_lever(id);
             let shown = |(i, d): (bool, bool)| format!("inverted={i}, disabled={d}");
             // Reading the settings is for the record only: when it fails,
             // pin anyway and record them as unknown.
@@ -650,6 +657,67 @@ where
             }
         }
     }
+    Ok(())
+}
+
+/// The key under which a health check's settings are recorded.
+fn check_lever(id: &str) -> String {
+    format!("route53:health_check:{id} (inverted, disabled)")
+}
+
+/// `inverted=false, disabled=false` (as [`move_traffic`] records them).
+fn parse_flags(v: &str) -> Option<(bool, bool)> {
+    let mut inverted = None;
+    let mut disabled = None;
+    for part in v.split(',') {
+        match part.trim().split_once('=') {
+            Some(("inverted", b)) => inverted = b.trim().parse().ok(),
+            Some(("disabled", b)) => disabled = b.trim().parse().ok(),
+            _ => return None,
+        }
+    }
+    Some((inverted?, disabled?))
+}
+
+/// A failback's switch back in `health_check_failover` mode: P's check
+/// (the reversed plan's standby) gets the settings recorded before the
+/// failover pinned it, or Route 53's defaults (not inverted, enabled) when
+/// none were read. Route 53 then answers P as soon as P's check passes.
+async fn unpin<C, R, A, P, N>(
+    plan: &crate::plan::Plan,
+    fb: &crate::execution::FailbackRun,
+    deps: &SwitchDeps<'_, C, R, A, P>,
+    ledger: &Ledger<'_, N>,
+    changes: &mut Vec<Change>,
+) -> Result<(), StepError>
+where
+    C: HealthCheckControl,
+    N: Fn() -> DateTime<Utc>,
+{
+    let budget = Duration::from_millis(plan.timings.call_timeout_ms);
+    let id = &plan.regions.standby.health_check_id;
+    let what = check_lever(id);
+    let shown = |(i, d): (bool, bool)| format!("inverted={i}, disabled={d}");
+    let target = fb
+        .restore
+        .get(&what)
+        .cloned()
+        .flatten()
+        .and_then(|v| parse_flags(&v))
+        .unwrap_or((false, false));
+    let current = deps.checks.flags(id, budget).await?;
+    if current == target {
+        return ledger.already(&what, &shown(target), changes).await;
+    }
+    let previous = ledger.before(&what, Some(&shown(current))).await?;
+    deps.checks
+        .set_flags(id, target.0, target.1, budget)
+        .await?;
+    changes.push(Change {
+        what,
+        previous,
+        now: shown(target),
+    });
     Ok(())
 }
 

@@ -562,3 +562,93 @@ fn the_switchover_block_defaults_and_its_bounds_are_checked() {
     }
     assert!(err_of(with("switchover", json!({"settle": 5}))).contains("unknown field"));
 }
+
+#[test]
+fn the_reversed_plan_puts_s_first_and_restores_the_writer_recorded_at_failover() {
+    let plan = Plan::from_json(&example().to_string()).unwrap();
+    let lever = writer_lever(&plan.dns.writer);
+    assert_eq!(
+        lever,
+        "route53:Z1111111111111111111:writer.shop.internal CNAME (writer)"
+    );
+    let previous = std::collections::BTreeMap::from([(
+        lever.clone(),
+        Some("shop-db.abcdefghijkl.ap-northeast-2.rds.amazonaws.com".to_owned()),
+    )]);
+    let r = plan.reversed(&previous).unwrap();
+    assert_eq!(r.regions.primary, plan.regions.standby);
+    assert_eq!(r.regions.standby, plan.regions.primary);
+    assert_eq!(
+        r.dns.standby_target,
+        "shop-p-web-1234567890.ap-northeast-2.elb.amazonaws.com"
+    );
+    match &r.dns.writer {
+        WriterEndpoint::Cname { standby_target, .. } => assert_eq!(
+            standby_target,
+            "shop-db.abcdefghijkl.ap-northeast-2.rds.amazonaws.com"
+        ),
+        other => panic!("the writer changed kind: {other:?}"),
+    }
+    // S's resources audited after a failover name nothing of P's; the
+    // reversed plan is a plan of its own, valid, with no failback in it.
+    assert!(r.dependencies.is_empty());
+    assert!(r.failback.is_none());
+    r.validate().unwrap();
+    // Reversing twice is not the way back: there is no failback section left.
+    assert!(r.reversed(&previous).is_err());
+}
+
+#[test]
+fn a_failback_without_what_it_must_restore_is_refused_with_the_reason() {
+    let plan = Plan::from_json(&example().to_string()).unwrap();
+    let none = std::collections::BTreeMap::new();
+    let e = plan.reversed(&none).unwrap_err().to_string();
+    assert!(e.contains("not on record"), "{e}");
+    let lever = writer_lever(&plan.dns.writer);
+    let empty = std::collections::BTreeMap::from([(lever, None)]);
+    let e = plan.reversed(&empty).unwrap_err().to_string();
+    assert!(e.contains("had no value before the failover"), "{e}");
+    let mut no_section = plan.clone();
+    no_section.failback = None;
+    let e = no_section.reversed(&none).unwrap_err().to_string();
+    assert!(e.contains("plan.failback is missing"), "{e}");
+}
+
+#[test]
+fn the_failback_section_is_validated_field_by_field() {
+    let e = err_of(with("failback.primary_target", json!("")));
+    assert!(e.contains("plan.failback.primary_target"), "{e}");
+    let s_target = example()["dns"]["standby_target"].clone();
+    let e = err_of(with("failback.primary_target", s_target));
+    assert!(e.contains("not dns.standby_target"), "{e}");
+    let e = err_of(with(
+        "failback.tables",
+        json!([{"table": "orders; drop", "key": "id"}]),
+    ));
+    assert!(e.contains("plan.failback.tables.0.table"), "{e}");
+    let e = err_of(with(
+        "failback.tables",
+        json!([{"table": "orders", "key": "id)"}]),
+    ));
+    assert!(e.contains("plan.failback.tables.0.key"), "{e}");
+    let e = err_of(with("failback.reprotect_timeout_s", json!(5)));
+    assert!(e.contains("plan.failback.reprotect_timeout_s"), "{e}");
+    let e = err_of(with("failback.lag_near_zero_s", json!(-1.0)));
+    assert!(e.contains("plan.failback.lag_near_zero_s"), "{e}");
+    // A canary with a fixed host (a proxy) needs P's address for the way back.
+    let e = err_of(with("canary.postgres.host", json!("proxy.shop.internal")));
+    assert!(e.contains("plan.failback.canary_host"), "{e}");
+    let mut v = with("canary.postgres.host", json!("proxy.shop.internal"));
+    v["failback"]["canary_host"] = json!("proxy-p.shop.internal");
+    v["failback"]["canary_port"] = json!(6432);
+    let plan = Plan::from_json(&v.to_string()).unwrap();
+    let lever = writer_lever(&plan.dns.writer);
+    let previous = std::collections::BTreeMap::from([(lever, Some("p-db".to_owned()))]);
+    match plan.reversed(&previous).unwrap().canary {
+        Canary::Postgres { host, port, .. } => {
+            assert_eq!(host.as_deref(), Some("proxy-p.shop.internal"));
+            assert_eq!(port, 6432);
+        }
+        other => panic!("{other:?}"),
+    }
+}

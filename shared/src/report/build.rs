@@ -124,6 +124,16 @@ pub fn build(
         failback: FAILBACK.iter().map(|s| (*s).to_owned()).collect(),
         observations: super::numbers::observations(&basis),
         rpo_measured: facts.measured_rpo.clone(),
+        failback_run: input.failback.as_ref().map(|fb| FailbackSummary {
+            undoes: fb.undoes.clone(),
+            from_epoch: fb.from_epoch,
+            reprotect: fb.reprotect.clone(),
+            reprotect_s: fb
+                .reprotect
+                .started_at
+                .map(|s| (fb.reprotect.ready_at - s).num_milliseconds() as f64 / 1000.0),
+            data_check: fb.data_check.clone(),
+        }),
         warnings,
     })
 }
@@ -140,6 +150,10 @@ fn summary(
         (_, Some(stop)) => stop.summary.clone(),
         (Outcome::Succeeded, None) => match facts.steps.get("outcome").and_then(Value::as_str) {
             // The FailedOver state ends both kinds of run.
+            Some("failed_over") if input.failback.is_some() => format!(
+                "failed back to {} with RPO 0: reads and writes verified",
+                input.standby.region
+            ),
             Some("failed_over") if input.mode == crate::execution::Mode::Switchover => format!(
                 "switched over to {} with RPO 0: reads and writes verified",
                 input.standby.region
@@ -178,11 +192,13 @@ fn summary(
         execution_arn: arn.to_owned(),
         outcome,
         result,
-        mode: match (input.drill, input.mode) {
-            (false, crate::execution::Mode::Failover) => "failover",
-            (true, crate::execution::Mode::Failover) => "drill",
-            (false, crate::execution::Mode::Switchover) => "switchover",
-            (true, crate::execution::Mode::Switchover) => "drill switchover",
+        mode: match (input.drill, input.mode, input.failback.is_some()) {
+            (false, _, true) => "failback",
+            (true, _, true) => "drill failback",
+            (false, crate::execution::Mode::Failover, _) => "failover",
+            (true, crate::execution::Mode::Failover, _) => "drill",
+            (false, crate::execution::Mode::Switchover, _) => "switchover",
+            (true, crate::execution::Mode::Switchover, _) => "drill switchover",
         }
         .into(),
         primary_region: input.primary.region.clone(),

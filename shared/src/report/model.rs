@@ -17,6 +17,7 @@
 //! | `findings` | post-check results, each with severity and evidence |
 //! | `action_items` | one per missed target and per finding of severity warning or above |
 //! | `failback` | the failback checklist |
+//! | `failback_run` | a failback's switch back: the run it undoes, re-protection, the data check |
 //! | `warnings` | problems reading the history (kept so nothing is silently lost) |
 //!
 //! Times are RFC 3339 UTC; durations are seconds (`_s`), `null` when unknown.
@@ -71,8 +72,28 @@ pub struct Report {
     /// (`handover rpo`); `numbers.rpo` then gives it next to the estimate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rpo_measured: Option<crate::failover::rpo::MeasuredRpo>,
+    /// A failback's switch back: the failover it undoes, re-protection and
+    /// the data check `handover failback` ran before it started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failback_run: Option<FailbackSummary>,
     /// Problems reading the history.
     pub warnings: Vec<String>,
+}
+
+/// What a failback did before its switch back.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FailbackSummary {
+    /// The failover (or switchover) it undoes.
+    pub undoes: Option<String>,
+    /// The epoch that run left.
+    pub from_epoch: i64,
+    /// P's new replica, the old P kept under its new name, and the time
+    /// re-protection took (`None`: the replica existed already).
+    pub reprotect: crate::execution::Reprotection,
+    /// Seconds from re-protection's start to the replica caught up.
+    pub reprotect_s: Option<f64>,
+    /// Row counts and checksums on both sides.
+    pub data_check: crate::execution::DataCheck,
 }
 
 /// Execution outcome (the terminal status).

@@ -566,6 +566,29 @@ pub fn durations(b: &Basis<'_>) -> Vec<Span> {
                 .map(|t| (t, "$.catch_up.caught_up_at")),
         ));
     }
+    // A failback: re-protection ran before the execution started (the
+    // replica's creation and catch-up, timed by `handover failback`).
+    if let Some(fb) = &b.input.failback {
+        out.push(Span {
+            key: "reprotect".into(),
+            label: "Re-protect (P's new replica of S created and caught up)".into(),
+            value_s: fb
+                .reprotect
+                .started_at
+                .map(|s| seconds(s, fb.reprotect.ready_at)),
+            how: match fb.reprotect.started_at {
+                Some(_) => format!(
+                    "handover failback: CreateDBInstanceReadReplica of {} → available with ReplicaLag {}",
+                    fb.reprotect.replica_id,
+                    fb.reprotect
+                        .lag_s
+                        .map(|l| format!("{} s", fmt_num(l)))
+                        .unwrap_or_else(|| "unknown".into())
+                ),
+                None => "the replica existed already when handover failback ran".into(),
+            },
+        });
+    }
     out.push(Span {
         key: "automation_overhead".into(),
         label: "Automation overhead".into(),

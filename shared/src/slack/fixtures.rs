@@ -36,6 +36,7 @@ pub(crate) fn state(lag_s: Option<f64>) -> ExecutionState {
         },
         evidence: vec![],
         plan,
+        failback: None,
     };
     let mut steps = serde_json::Map::new();
     steps.insert(

@@ -282,6 +282,10 @@ pub fn html(r: &Report) -> String {
         .map(|a| format!("{} (because {})", a.title, a.because))
         .collect();
     ul(&mut o, &items);
+    if let Some(fb) = &r.failback_run {
+        o.push_str("<h2>Failback</h2>");
+        ul(&mut o, &super::failback_lines(fb));
+    }
     o.push_str("<h2>Failback checklist</h2><ol>");
     for f in &r.failback {
         let _ = write!(o, "<li>{}</li>", esc(f));

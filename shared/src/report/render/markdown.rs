@@ -258,6 +258,12 @@ pub fn markdown(r: &Report) -> String {
     if r.action_items.is_empty() {
         let _ = writeln!(o, "None.");
     }
+    if let Some(fb) = &r.failback_run {
+        let _ = writeln!(o, "\n## Failback\n");
+        for line in super::failback_lines(fb) {
+            let _ = writeln!(o, "- {}", cell(&line));
+        }
+    }
     let _ = writeln!(o, "\n## Failback checklist\n");
     for f in &r.failback {
         let _ = writeln!(o, "- [ ] {}", cell(f));

@@ -123,6 +123,56 @@ pub(crate) fn status_mark(s: Status) -> &'static str {
     }
 }
 
+/// A failback's re-protection and data check, one line each (Markdown and HTML).
+pub fn failback_lines(fb: &crate::report::model::FailbackSummary) -> Vec<String> {
+    use crate::report::numbers::fmt_num;
+    let r = &fb.reprotect;
+    let mut out = vec![
+        format!(
+            "Undoes {} (epoch {}).",
+            fb.undoes
+                .as_deref()
+                .unwrap_or("a failover Handover did not run"),
+            fb.from_epoch
+        ),
+        match fb.reprotect_s {
+            Some(s) => format!(
+                "Re-protect: {} created as a replica of the primary and caught up in {} s (ReplicaLag {}).",
+                r.replica_id,
+                fmt_num(s),
+                r.lag_s
+                    .map(|l| format!("{} s", fmt_num(l)))
+                    .unwrap_or_else(|| "unknown".into())
+            ),
+            None => format!("Re-protect: {} was a replica already.", r.replica_id),
+        },
+    ];
+    if let Some(old) = &r.retired_id {
+        out.push(format!(
+            "The old instance is kept as {old} (Handover never deletes an instance): delete it once the failback is proven."
+        ));
+    }
+    for t in &fb.data_check.tables {
+        out.push(format!(
+            "Data check {}: S {} rows, P {} rows, checksums {} ({}){}.",
+            t.table,
+            t.s_rows,
+            t.p_rows,
+            if t.s_checksum == t.p_checksum {
+                "equal"
+            } else {
+                "DIFFER"
+            },
+            t.s_checksum,
+            t.key_bound
+                .as_deref()
+                .map(|b| format!(", up to key {b}"))
+                .unwrap_or_default()
+        ));
+    }
+    out
+}
+
 /// Escape text for HTML and SVG (element content and attribute values).
 pub fn escape_html(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
