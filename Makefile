@@ -7,7 +7,7 @@ SHELL := /bin/bash
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
 
-drill: ## A full local failover drill on emulated AWS (DRILL_DECISION=approve|reject|timeout|interactive|switchover)
+drill: ## A full local failover drill on emulated AWS (DRILL_DECISION=approve|reject|timeout|interactive|switchover|roundtrip)
 	@scripts/drill.sh
 
 campaign: ## The fault campaign: seeded incidents under injected faults, invariants checked (HANDOVER_CAMPAIGN_RUNS, _SEED, _REPLAY)

@@ -92,7 +92,9 @@ SQL
     ;;
   move)
     port=${3:?port}
-    as_pg "$bin/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -m fast \
+    # Immediate, as the engine of a renamed instance goes away: a fast
+    # shutdown would wait for every walsender's standby to confirm.
+    as_pg "$bin/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -m immediate \
       -o "$(server_options "$dir" "$port")" restart >/dev/null
     echo "$port" > "$dir/port"
     echo "$port"

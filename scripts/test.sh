@@ -33,7 +33,7 @@ cargo test --workspace --all-targets --no-run --quiet
 cargo build --workspace --bins --quiet
 step "tests (unit + against the moto emulator; path tests run the real binaries under cargo lambda watch)"
 scripts/with-emulator.sh bash -c 'cargo test --workspace -- --skip path_ && scripts/paths.sh'
-step "drills: approve, reject, approval timeout, switchover (full local runs)"
+step "drills: approve, reject, approval timeout, switchover, roundtrip (full local runs)"
 scripts/drills.sh
 step "bench, reduced: detect and slack cold against their Python peers (the debug build, 3 cold starts each; fails unless Rust's init is faster in this run)"
 HANDOVER_BENCH_BIN="${CARGO_TARGET_DIR:-$root/target}/debug" HANDOVER_BENCH_RUNS=3 HANDOVER_BENCH_CLICKS=3 HANDOVER_BENCH_CHECK=1 \

@@ -47,6 +47,7 @@ pub const FLAGS: &[&str] = &[
     "--state-machine",
     "--yes",
     "--drill",
+    "--accept-unmeasured-loss",
     "--p-host",
     "--p-port",
     "--s-host",
@@ -117,6 +118,28 @@ pub async fn failback(
             record.db_instance_id, record.region, s.db_instance_id, s.region
         )));
     }
+    // The old P may hold writes S never got (a failover's loss). Re-protection
+    // renames it, and after that `handover rpo` no longer finds it at P's
+    // identifier: measure first, or say that the loss stays unmeasured.
+    let last_rpo = record.last_transition.as_ref().and_then(|t| t.rpo);
+    let measured = match &record.last_execution {
+        Some(run) => ctx
+            .store
+            .measured_rpo(run)
+            .await
+            .map_err(|e| failed(handover::error::chain(&e)))?
+            .is_some(),
+        None => false,
+    };
+    if !measured
+        && last_rpo.is_none_or(|(lag, _)| lag != 0.0)
+        && !flags.contains_key("--accept-unmeasured-loss")
+    {
+        return Err(refused(format!(
+            "the loss of the last failover ({}) is not measured, and the old P, which holds the writes S never got, is renamed by re-protection: run `handover rpo` first (it reads the old P), or pass --accept-unmeasured-loss",
+            record.last_execution.as_deref().unwrap_or("unknown")
+        )));
+    }
     let reversed = plan
         .reversed(&record.switch_previous)
         .map_err(|e| refused(e.to_string()))?;
@@ -154,6 +177,30 @@ pub async fn failback(
         .saturating_add(FAILBACK_MARGIN_S);
     take_lock(&ctx, &name, &arn, now, lease_s).await?;
     progress(format!("lock taken by {name} for up to {lease_s} s"));
+    // The record again, under the lock: a run that ended between the first
+    // read and the lock may have moved it.
+    let again = match ctx.store.primary().await {
+        Ok(Some(r)) => r,
+        Ok(None) | Err(_) => {
+            let lock = give_back(&ctx, &name).await;
+            return Err(failed(format!(
+                "the primary record could not be read again under the lock; {lock}"
+            )));
+        }
+    };
+    if again.epoch != record.epoch
+        || again.region != record.region
+        || again.transition.is_some()
+        || again.switch_previous != record.switch_previous
+    {
+        let lock = give_back(&ctx, &name).await;
+        return Err(refused(format!(
+            "the primary record changed while the lock was taken (epoch {} → {}, transition {:?}): run `handover failback` again; {lock}",
+            record.epoch,
+            again.epoch,
+            again.transition.as_ref().map(|t| &t.execution)
+        )));
+    }
     // The groups P had before the failover fenced it: the new replica gets
     // them, so P's app reaches it once it is promoted.
     let groups = record
@@ -257,8 +304,10 @@ pub async fn reprotect_standby(
         target.db_instance_id,
         retired_name(&target.db_instance_id, record.epoch)
     );
+    confirm(flags, &what, "reprotect")?;
     // Never rename the standby under a run that may be promoting it. (A
     // failover that starts meanwhile finds no usable replica and escalates.)
+    // Read after the prompt, which can wait for as long as the operator does.
     let now = Utc::now();
     if let Some(lock) = ctx
         .store
@@ -272,7 +321,6 @@ pub async fn reprotect_standby(
             "{holder} holds the lock until {until}: a run is under way; re-protect once it has ended"
         )));
     }
-    confirm(flags, &what, "reprotect")?;
     let name = handover::detect::incident_id(&plan.service, "reprotect", now);
     // The groups the standby had before its last fence, if it was fenced.
     let groups = record
@@ -387,15 +435,24 @@ async fn reprotect(
                 .send()
                 .await;
             if let Err(e) = sent {
-                // The rename may have been applied with its answer lost.
-                if rds
-                    .describe(&retired, CALL)
-                    .await
-                    .map_err(aws_failed)?
-                    .is_none()
-                {
+                // The rename may have been applied with its answer lost; a
+                // rename takes effect some time after RDS accepts it.
+                let mut applied = false;
+                for _ in 0..30 {
+                    if rds
+                        .describe(&retired, CALL)
+                        .await
+                        .map_err(aws_failed)?
+                        .is_some()
+                    {
+                        applied = true;
+                        break;
+                    }
+                    tokio::time::sleep(POLL).await;
+                }
+                if !applied {
                     return Err(failed(format!(
-                        "renaming {id} to {retired}: {}",
+                        "renaming {id} to {retired}: {} (and {retired} did not appear)",
                         handover::error::chain(&e)
                     )));
                 }
@@ -437,6 +494,31 @@ async fn reprotect(
             true
         }
     };
+    // A run before this one may have renamed the old instance already.
+    if retired_id.is_none() {
+        let retired = retired_name(id, epoch);
+        if rds
+            .describe(&retired, CALL)
+            .await
+            .map_err(aws_failed)?
+            .is_some()
+        {
+            retired_id = Some(retired);
+        }
+    }
+    // The old instance's class, subnet group (its VPC) and KMS key, so the
+    // replica lands where it did and is sized as it was.
+    let template = match &retired_id {
+        Some(old) => rds
+            .client()
+            .describe_db_instances()
+            .db_instance_identifier(old)
+            .send()
+            .await
+            .ok()
+            .and_then(|o| o.db_instances().first().cloned()),
+        None => None,
+    };
     if create {
         progress(format!(
             "creating {id} in {}: a read replica of {} ({})",
@@ -450,6 +532,22 @@ async fn reprotect(
             .tags(tag("handover:reprotected-by", by));
         if let Some(g) = &groups {
             req = req.set_vpc_security_group_ids(Some(g.clone()));
+        }
+        if let Some(old) = &template {
+            if let Some(class) = old.db_instance_class() {
+                req = req.db_instance_class(class);
+            }
+            if let Some(group) = old.db_subnet_group().and_then(|g| g.db_subnet_group_name()) {
+                req = req.db_subnet_group_name(group);
+            }
+            if old.storage_encrypted() == Some(true)
+                && let Some(key) = old.kms_key_id()
+            {
+                // Encrypted in the target Region with the old instance's key.
+                // (A cross-Region encrypted copy also needs a PreSignedUrl,
+                // which the SDK does not compute: RDS refuses without it.)
+                req = req.kms_key_id(key);
+            }
         }
         if let Err(e) = req.send().await {
             // A lost answer: the replica may exist now.
@@ -639,6 +737,8 @@ async fn data_check(
             read_from = format!("{s_how}; {p_how}");
         }
         let result = async {
+            handover::failback::bound_session(&s).await?;
+            handover::failback::bound_session(&p).await?;
             handover::failback::require_replica(&p, &format!("P's database ({p_how})")).await?;
             let mut out = Vec::new();
             for (_, table, key) in list {

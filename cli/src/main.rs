@@ -110,6 +110,7 @@ const SWITCHES: &[&str] = &[
     "--json",
     "--yes",
     "--accept-data-loss",
+    "--accept-unmeasured-loss",
     "--render",
     "--drill",
 ];

@@ -95,6 +95,15 @@ async fn replayed(replica: &Client, lsn: &str, wait: Duration) -> Result<bool, S
     }
 }
 
+/// Make a data-check session read-only and bounded: it reads live tables
+/// on S, and a scan must not run for ever on either side.
+pub async fn bound_session(client: &Client) -> Result<(), String> {
+    client
+        .batch_execute("SET default_transaction_read_only = on; SET statement_timeout = '10min'")
+        .await
+        .map_err(|e| format!("setting the session read-only: {}", db_error(&e)))
+}
+
 /// Is `replica` a replica (in recovery)? An error says what it is instead.
 pub async fn require_replica(replica: &Client, what: &str) -> Result<(), String> {
     let row = replica

@@ -1161,16 +1161,10 @@ impl Plan {
                     non_empty(db, &format!("failback.tables.{i}.database"))?;
                 }
             }
-            if let Canary::Postgres { host: Some(_), .. } = &self.canary {
-                match &fb.canary_host {
-                    Some(h) => non_empty(h, "failback.canary_host")?,
-                    None => {
-                        return bad(
-                            "failback.canary_host",
-                            "required when canary.postgres.host is set: the switch back's canary must reach P's database",
-                        );
-                    }
-                }
+            // Without it, a canary with a fixed host still fails over; only
+            // the way back needs P's address (`Plan::reversed` says so).
+            if let Some(h) = &fb.canary_host {
+                non_empty(h, "failback.canary_host")?;
             }
             if fb.canary_port == Some(0) {
                 return bad("failback.canary_port", "must be a TCP port (1-65535)");

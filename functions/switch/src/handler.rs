@@ -32,7 +32,15 @@ pub async fn handler(event: serde_json::Value, deps: &Deps) -> Result<SwitchResu
     let task = TaskInput::from_event(event)?;
     let plan = &task.state.input.plan;
     let arc = ArcClusters::new(&deps.aws, &plan.dns.arc_cluster_endpoints).await;
-    let ssm = Ssm::new(&deps.aws, &plan.regions.standby.region).await;
+    // The writer parameter lives in S's Region, where the failover set it:
+    // a failback's switch back (the reversed plan, S as `primary`) puts
+    // S's parameter back, and leaves P's alone.
+    let ssm_region = if task.state.input.failback.is_some() {
+        &plan.regions.primary.region
+    } else {
+        &plan.regions.standby.region
+    };
+    let ssm = Ssm::new(&deps.aws, ssm_region).await;
     let sd = SwitchDeps {
         checks: &deps.control,
         records: &deps.control,

@@ -635,15 +635,19 @@ fn the_failback_section_is_validated_field_by_field() {
     assert!(e.contains("plan.failback.reprotect_timeout_s"), "{e}");
     let e = err_of(with("failback.lag_near_zero_s", json!(-1.0)));
     assert!(e.contains("plan.failback.lag_near_zero_s"), "{e}");
-    // A canary with a fixed host (a proxy) needs P's address for the way back.
-    let e = err_of(with("canary.postgres.host", json!("proxy.shop.internal")));
-    assert!(e.contains("plan.failback.canary_host"), "{e}");
+    // A canary with a fixed host (a proxy) needs P's address for the way
+    // back: the plan still fails over without it, the failback refuses.
+    let proxied =
+        Plan::from_json(&with("canary.postgres.host", json!("proxy.shop.internal")).to_string())
+            .unwrap();
+    let lever = writer_lever(&proxied.dns.writer);
+    let previous = std::collections::BTreeMap::from([(lever, Some("p-db".to_owned()))]);
+    let e = proxied.reversed(&previous).unwrap_err().to_string();
+    assert!(e.contains("plan.failback.canary_host is required"), "{e}");
     let mut v = with("canary.postgres.host", json!("proxy.shop.internal"));
     v["failback"]["canary_host"] = json!("proxy-p.shop.internal");
     v["failback"]["canary_port"] = json!(6432);
     let plan = Plan::from_json(&v.to_string()).unwrap();
-    let lever = writer_lever(&plan.dns.writer);
-    let previous = std::collections::BTreeMap::from([(lever, Some("p-db".to_owned()))]);
     match plan.reversed(&previous).unwrap().canary {
         Canary::Postgres { host, port, .. } => {
             assert_eq!(host.as_deref(), Some("proxy-p.shop.internal"));

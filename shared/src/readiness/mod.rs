@@ -447,6 +447,44 @@ pub fn evaluate_for(plan: &Plan, s: &Snapshot, own_run: Option<&str>) -> Readine
             (Err(e), _) => unread(id, &format!("secret {arn}"), e, expected),
         });
     }
+    // Every secret verify reads must be readable when P's Region is not:
+    // a secret that lives in P's Region is a dependency on P.
+    {
+        let mut arns: Vec<&str> = Vec::new();
+        if let crate::plan::Canary::Postgres {
+            secret_arn,
+            ca_secret_arn,
+            ..
+        } = &plan.canary
+        {
+            arns.push(secret_arn);
+            arns.extend(ca_secret_arn.as_deref());
+        }
+        arns.extend(plan.regions.standby.db_secret_arn.as_deref());
+        let in_p: Vec<&str> = arns
+            .iter()
+            .copied()
+            .filter(|a| crate::slack::secrets::region_of(a) == Some(p.region.as_str()))
+            .collect();
+        let expected = "the secrets verify reads live outside P's Region";
+        out.push(if in_p.is_empty() {
+            check("secrets.region", Verdict::Pass, format!("{} secret(s), none in {}", arns.len(), p.region), expected, "")
+        } else {
+            check(
+                "secrets.region",
+                // A planned run's gate (both Regions up: a failback's reads
+                // S's secrets from the reversed plan's P) only warns.
+                if own_run.is_some() {
+                    Verdict::Warn
+                } else {
+                    Verdict::Fail
+                },
+                format!("in P's Region {}: {}", p.region, in_p.join(", ")),
+                expected,
+                "Replicate each secret to S's Region (Secrets Manager replica secrets) and name S's copy in the plan: in an outage of P's Region verify could not read them.",
+            )
+        });
+    }
     // --- The canary --------------------------------------------------------
     match &s.canary {
         Some(Ok((detail, in_recovery))) => out.push(check(

@@ -22,6 +22,14 @@ pub const FAILBACK: [&str; 6] = [
     "Scale S back down to warm standby and restore S → P roles in the plan.",
 ];
 
+/// What is left after a failback's switch back, in order.
+pub const AFTER_FAILBACK: [&str; 4] = [
+    "Run `handover reprotect`: S (the primary before) is fenced and standalone; until a new replica of P holds S's identifier, a failover has nowhere to go and detect can only page.",
+    "Reconcile the writes the old P kept that S never got in the failover (its report's measured RPO, `handover rpo`), then delete the retired instance by hand: Handover never deletes one.",
+    "Keep P's own health check green (P-only endpoint) and watch detect report P healthy.",
+    "Scale S back down to warm standby.",
+];
+
 /// Parse the execution input from the history.
 pub fn execution_input(facts: &RunFacts) -> Result<ExecutionInput, ReportError> {
     let text = facts.input.as_deref().ok_or(ReportError::NoInput)?;
@@ -121,7 +129,11 @@ pub fn build(
         trigger_vs_root_cause: trigger_analysis(&input, diagnosis),
         findings: checks.findings.clone(),
         action_items,
-        failback: FAILBACK.iter().map(|s| (*s).to_owned()).collect(),
+        failback: if input.failback.is_some() {
+            AFTER_FAILBACK.iter().map(|s| (*s).to_owned()).collect()
+        } else {
+            FAILBACK.iter().map(|s| (*s).to_owned()).collect()
+        },
         observations: super::numbers::observations(&basis),
         rpo_measured: facts.measured_rpo.clone(),
         failback_run: input.failback.as_ref().map(|fb| FailbackSummary {

@@ -149,7 +149,7 @@ pub fn failback_lines(fb: &crate::report::model::FailbackSummary) -> Vec<String>
     ];
     if let Some(old) = &r.retired_id {
         out.push(format!(
-            "The old instance is kept as {old} (Handover never deletes an instance): delete it once the failback is proven."
+            "The old instance is kept as {old} (Handover never deletes an instance): it holds the writes S never got in the failover; reconcile them before anyone deletes it."
         ));
     }
     for t in &fb.data_check.tables {
