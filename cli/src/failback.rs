@@ -59,8 +59,20 @@ pub const REPROTECT_FLAGS: &[&str] = &["--yes"];
 
 /// How long the data check waits for the replica to replay S's position.
 const REPLAY_WAIT: Duration = Duration::from_secs(30);
-/// Time the data check and the start take, on top of re-protection and the run.
+/// Time the start takes, on top of the run's own lease.
 const FAILBACK_MARGIN_S: u64 = 600;
+/// The lease the command holds (and renews every fifth of it) while it
+/// re-protects and checks.
+const PREP_LEASE_S: u64 = 600;
+
+/// Aborts its task when dropped (the lease renewer, on every way out).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
 /// Between two readings of RDS or CloudWatch while re-protection waits.
 const POLL: Duration = Duration::from_secs(2);
 /// One AWS call's budget.
@@ -170,13 +182,38 @@ pub async fn failback(
     let name = failback_id(&plan.service, now);
     let sfn = Sfn::new(&ctx.aws, &ctx.region, &state_machine).await;
     let arn = sfn.execution_arn(&name);
-    // Held through re-protection and the run: no failover can start meanwhile.
-    let lease_s = fb
-        .reprotect_timeout_s
-        .saturating_add(reversed.switchover_lease_s())
+    // Held through re-protection and the run: no failover can start
+    // meanwhile. While this command prepares, a short lease it renews: a
+    // command that dies leaves the lock for minutes, not for the whole
+    // re-protection bound. Just before the start, the run's own lease.
+    let lease_s = reversed
+        .switchover_lease_s()
         .saturating_add(FAILBACK_MARGIN_S);
-    take_lock(&ctx, &name, &arn, now, lease_s).await?;
-    progress(format!("lock taken by {name} for up to {lease_s} s"));
+    take_lock(&ctx, &name, &arn, now, PREP_LEASE_S).await?;
+    progress(format!(
+        "lock taken by {name} (a {PREP_LEASE_S} s lease, renewed while re-protection and the data check run)"
+    ));
+    let renewer = {
+        let (store, name) = (ctx.store.clone(), name.clone());
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(PREP_LEASE_S / 5)).await;
+                let lease = chrono::Duration::seconds(PREP_LEASE_S as i64);
+                match store.renew_lock(&name, Utc::now(), lease).await {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        progress("the lock is no longer this failback's: nothing will be started");
+                        return;
+                    }
+                    Err(e) => progress(format!(
+                        "renewing the lock: {} (trying again)",
+                        handover::error::chain(&e)
+                    )),
+                }
+            }
+        })
+    };
+    let renewing = AbortOnDrop(renewer);
     // The record again, under the lock: a run that ended between the first
     // read and the lock may have moved it.
     let again = match ctx.store.primary().await {
@@ -258,6 +295,25 @@ pub async fn failback(
             restore: record.switch_previous.clone(),
         }),
     };
+    // The run's own lease, from now: it must outlive the run it guards
+    // (and a late renewal of the short one never shortens it).
+    drop(renewing);
+    let run_lease = chrono::Duration::seconds(i64::try_from(lease_s).unwrap_or(i64::MAX / 2));
+    match ctx.store.renew_lock(&name, Utc::now(), run_lease).await {
+        Ok(true) => {}
+        Ok(false) => {
+            return Err(refused(format!(
+                "the lock is no longer {name}'s (its lease ran out while re-protection or the data check ran): nothing was started; run `handover failback` again"
+            )));
+        }
+        Err(e) => {
+            let lock = give_back(&ctx, &name).await;
+            return Err(failed(format!(
+                "extending the lock for the run: {}; nothing was started; {lock}",
+                handover::error::chain(&e)
+            )));
+        }
+    }
     start_run(&ctx, &sfn, &name, &arn, &input, &what, lease_s).await
 }
 

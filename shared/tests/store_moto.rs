@@ -745,3 +745,72 @@ async fn an_approval_is_found_by_key_execution_or_incident_without_its_token() {
         assert_eq!(store.approval(&nothing).await.unwrap(), None);
     }
 }
+
+/// `handover failback` keeps a short lease alive while it prepares and
+/// extends it to the run's before the start: a renewal extends only the
+/// holder's live lease, and never shortens a longer one.
+#[tokio::test]
+async fn a_renewal_extends_only_the_holders_live_lease_and_never_shortens_it() {
+    let store = store().await;
+    let now = t(15, 0, 0);
+    store
+        .acquire_lock("failback-1", "arn:x", now, Duration::minutes(10))
+        .await
+        .unwrap();
+    let until = |s: &Store| {
+        let s = s.clone();
+        async move { s.lock_state().await.unwrap().unwrap().lease_until.unwrap() }
+    };
+    // Extended.
+    assert!(
+        store
+            .renew_lock(
+                "failback-1",
+                now + Duration::minutes(2),
+                Duration::minutes(10)
+            )
+            .await
+            .unwrap()
+    );
+    assert_eq!(until(&store).await, now + Duration::minutes(12));
+    // To the run's lease, then a late short renewal keeps the longer one.
+    assert!(
+        store
+            .renew_lock(
+                "failback-1",
+                now + Duration::minutes(3),
+                Duration::minutes(60)
+            )
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .renew_lock(
+                "failback-1",
+                now + Duration::minutes(4),
+                Duration::minutes(10)
+            )
+            .await
+            .unwrap()
+    );
+    assert_eq!(until(&store).await, now + Duration::minutes(63));
+    // Another incident cannot renew it; an expired lease cannot be renewed.
+    assert!(
+        !store
+            .renew_lock("other", now + Duration::minutes(5), Duration::minutes(10))
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .renew_lock(
+                "failback-1",
+                now + Duration::minutes(64),
+                Duration::minutes(10)
+            )
+            .await
+            .unwrap()
+    );
+    assert_eq!(until(&store).await, now + Duration::minutes(63));
+}

@@ -410,16 +410,17 @@ impl Drill {
     async fn reprotect_s(&mut self, plan_file: &std::path::Path) -> Result<()> {
         let s = self.plan.regions.standby.clone();
         self.say("REPROTECT: the operator runs `handover reprotect --yes`: S's old instance (the primary before) is renamed and a replica of P takes S's identifier");
-        let out = self.cli(&["reprotect", "--yes"], plan_file).await?;
-        self.say(format!(
-            "handover reprotect: {}",
-            out.lines().last().unwrap_or("")
-        ));
-        // The replica the router built at S's endpoint stops with the drill.
+        // The replica the router builds at S's endpoint stops with the
+        // drill, whatever happens to the command.
         self.built.push(SDatabase::adopt(
             self.out.join(format!("pg-{}", s.db_instance_id)),
             self.sdb.port,
             &self.pg_password,
+        ));
+        let out = self.cli(&["reprotect", "--yes"], plan_file).await?;
+        self.say(format!(
+            "handover reprotect: {}",
+            out.lines().last().unwrap_or("")
         ));
         anyhow::ensure!(
             self.sdb.in_recovery().await?,

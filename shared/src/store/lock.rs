@@ -204,4 +204,45 @@ impl Store {
             },
         }
     }
+
+    /// Extend the live lease `incident` holds to at least `now + lease` (an
+    /// operator command keeping a short lease alive while it works, so a
+    /// command that dies leaves the lock for minutes, not hours). A lease
+    /// already longer is kept: a late renewal never shortens it. `false`
+    /// when `incident` no longer holds a live lease: it must stop.
+    pub async fn renew_lock(
+        &self,
+        incident: &str,
+        now: DateTime<Utc>,
+        lease: Duration,
+    ) -> Result<bool, StoreError> {
+        let res = self
+            .client()
+            .update_item()
+            .table_name(self.table())
+            .set_key(Some(Self::key(PK)))
+            .update_expression("SET lease_until_ms = :lease")
+            .condition_expression(
+                "holder = :inc AND lease_until_ms >= :now AND lease_until_ms < :lease",
+            )
+            .expression_attribute_values(":inc", s(incident))
+            .expression_attribute_values(":now", ms(now))
+            .expression_attribute_values(":lease", ms(now + lease))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match res {
+            Ok(_) => Ok(true),
+            Err(e) => match conditional_old(&e) {
+                Some(old) => {
+                    let old = old.map(LockState::from_item).transpose()?;
+                    Ok(old.is_some_and(|o| {
+                        o.holder.as_deref() == Some(incident)
+                            && o.lease_until.is_some_and(|l| l >= now)
+                    }))
+                }
+                None => Err(call_error("UpdateItem", PK, e)),
+            },
+        }
+    }
 }
