@@ -225,7 +225,10 @@ def patch_create_db_instance_read_replica() -> None:
             replica = original(self, db_kwargs)
             source_ident = db_kwargs["source_db_instance_identifier"].split(":")[-1]
             source = DATABASES.get(source_ident)
-            if not (source and source.get("dir")):
+            # A real database already registered under the identifier is
+            # the harness's own (it rebuilds S itself after a reset): the
+            # router builds none beside it.
+            if not (source and source.get("dir")) or ident in DATABASES:
                 return replica
             replica.status = "creating"
             region = replica.region
