@@ -27,7 +27,7 @@
 
 use crate::Context;
 use crate::switchover::{
-    confirm, failed, give_back, refused, start_run, state_machine_arn, take_lock,
+    confirm, failed, give_back, idle_record, refused, start_run, state_machine_arn, take_lock,
 };
 use chrono::{DateTime, Utc};
 use handover::adapters::ExecutionStarter;
@@ -111,18 +111,7 @@ pub async fn failback(
         refused("plan.failback is missing: it names P's public target (primary_target) and the tables the data check compares")
     })?;
     let state_machine = state_machine_arn(flags)?;
-    let record = ctx
-        .store
-        .primary()
-        .await
-        .map_err(|e| failed(handover::error::chain(&e)))?
-        .ok_or_else(|| refused("there is no primary record: run `handover init` first"))?;
-    if let Some(t) = &record.transition {
-        return Err(refused(format!(
-            "a transition is in progress ({:?}, held by {} since {}): wait for it, or `handover release` once its run has ended",
-            t.phase, t.execution, t.since
-        )));
-    }
+    let record = idle_record(&ctx).await?;
     let (p, s) = (&plan.regions.primary, &plan.regions.standby);
     if record.region != s.region || record.db_instance_id != s.db_instance_id {
         return Err(refused(format!(
@@ -327,18 +316,7 @@ pub async fn reprotect_standby(
     let fb = plan.failback.as_ref().ok_or_else(|| {
         refused("plan.failback is missing: it holds re-protection's timeout and lag bound")
     })?;
-    let record = ctx
-        .store
-        .primary()
-        .await
-        .map_err(|e| failed(handover::error::chain(&e)))?
-        .ok_or_else(|| refused("there is no primary record: run `handover init` first"))?;
-    if let Some(t) = &record.transition {
-        return Err(refused(format!(
-            "a transition is in progress ({:?}, held by {}): wait for it",
-            t.phase, t.execution
-        )));
-    }
+    let record = idle_record(&ctx).await?;
     let (p, s) = (&plan.regions.primary, &plan.regions.standby);
     let (source, target) = if record.region == p.region && record.db_instance_id == p.db_instance_id
     {

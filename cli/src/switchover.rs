@@ -38,18 +38,7 @@ pub async fn switchover(
 ) -> Result<String, (u8, String)> {
     let plan = &ctx.plan;
     let state_machine = state_machine_arn(flags)?;
-    let record = ctx
-        .store
-        .primary()
-        .await
-        .map_err(|e| failed(handover::error::chain(&e)))?
-        .ok_or_else(|| refused("there is no primary record: run `handover init` first"))?;
-    if let Some(t) = &record.transition {
-        return Err(refused(format!(
-            "a transition is in progress ({:?}, held by {} since {}): wait for it, or `handover release` once its run has ended",
-            t.phase, t.execution, t.since
-        )));
-    }
+    let record = idle_record(&ctx).await?;
     if record.region != plan.regions.primary.region {
         return Err(refused(format!(
             "the primary record names {} ({}), not the plan's P ({}): after a failover S has no replica to switch over to; getting back to P is a failback",
@@ -103,6 +92,26 @@ pub async fn switchover(
         failback: None,
     };
     start_run(&ctx, &sfn, &name, &arn, &input, &what, lease_s).await
+}
+
+/// The primary record, refused when there is none or a transition is open
+/// (a planned run starts only when no run is moving the primary).
+pub(crate) async fn idle_record(
+    ctx: &Context,
+) -> Result<handover::store::primary::PrimaryRecord, (u8, String)> {
+    let record = ctx
+        .store
+        .primary()
+        .await
+        .map_err(|e| failed(handover::error::chain(&e)))?
+        .ok_or_else(|| refused("there is no primary record: run `handover init` first"))?;
+    if let Some(t) = &record.transition {
+        return Err(refused(format!(
+            "a transition is in progress ({:?}, held by {} since {}): wait for it, or `handover release` once its run has ended",
+            t.phase, t.execution, t.since
+        )));
+    }
+    Ok(record)
 }
 
 /// The state machine's ARN: `--state-machine`, or `STATE_MACHINE_ARN`.
