@@ -31,7 +31,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Actions whose SDK call has another name: Bedrock authorises Converse with
 # bedrock:InvokeModel (see "Converse API" in the Bedrock user guide).
-CALLS = {"bedrock:InvokeModel": [".converse(", ".invoke_model("]}
+# execute-api:Invoke is a SigV4-signed HTTP request to an API Gateway route:
+# the CLI signs for the service name `SIGNING_SERVICE` (execute-api).
+CALLS = {"bedrock:InvokeModel": [".converse(", ".invoke_model("], "execute-api:Invoke": ["name(SIGNING_SERVICE)"]}
 
 
 # The only actions that may be marked `@platform`: Lambda's on-failure

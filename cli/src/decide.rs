@@ -1,40 +1,45 @@
 //! `handover approve` / `handover reject`: the decision when Slack cannot
-//! ask. The same single-use key as a click (`handover::approval::decide::Apply`),
-//! the operator's IAM principal (`sts:GetCallerIdentity`) recorded as the
-//! approver, and only a principal on the run's own plan (`cli_approvers`).
+//! ask. The operator's own AWS credentials sign (SigV4) a request to the
+//! stack's decision endpoint, `POST /decisions` behind API Gateway's
+//! `AWS_IAM` authorisation. Everything that makes a decision safe runs
+//! there, not here: API Gateway authenticates the principal, and the slack
+//! function checks the run's own plan (`cli_approvers`), refuses an ended
+//! run or a stale key, and consumes the key once
+//! (`handover::approval::iam`). Nothing on this machine can skip it: the
+//! operator policies grant neither the approval keys (their task tokens)
+//! nor SendTaskSuccess.
 //!
-//! Before it acts it shows the question as the approval function asked it
-//! (diagnosis, risk, RPO, data loss) and asks the operator to type the
-//! decision; `--yes` is for scripts. Approving a run whose approval accepts
-//! possible data loss needs `--accept-data-loss` as well, as the Slack
-//! button needs its confirmation.
+//! Before it decides it asks the endpoint for the question (nothing
+//! changes), shows it, and asks the operator to type the decision; `--yes`
+//! is for scripts. Approving a possible data loss needs
+//! `--accept-data-loss` as well, as the Slack button needs its confirmation.
 
-use crate::TableContext;
-use handover::approval::callback::SfnCallback;
-use handover::approval::decide::{Apply, Deciding, Outcome};
-use handover::clock::SystemClock;
+use crate::InitArgs;
+use aws_credential_types::provider::ProvideCredentials;
+use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, sign};
+use aws_sigv4::sign::v4;
+use aws_smithy_runtime_api::client::identity::Identity;
+use handover::approval::iam::{DecisionReply, DecisionRequest, ReplyKind, SIGNING_SERVICE};
+use handover::aws::{Aws, CLI_APP_NAME};
 use handover::error::chain;
-use handover::execution::ExecutionInput;
-use handover::report::sources::{ExecutionLookup, SfnHistory};
-use handover::store::approval::{ApprovalRecord, ApprovalSelector, Decision};
-use std::collections::BTreeMap;
+use handover::store::Store;
+use handover::store::approval::Decision;
 use std::io::{BufRead, Write};
-use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 /// The command's own flags.
 pub const FLAGS: &[&str] = &[
     "--key",
     "--execution",
     "--incident",
+    "--decision-url",
     "--yes",
     "--accept-data-loss",
 ];
 
-/// One DynamoDB or Step Functions call from an operator's laptop.
-const CALL_CAP: Duration = Duration::from_secs(10);
-/// The whole decision, found to sent.
-const BUDGET: Duration = Duration::from_secs(45);
+/// One request to the endpoint (API Gateway's own limit is 30 s; the
+/// function's budget is 8 s).
+const CALL_TIMEOUT: Duration = Duration::from_secs(20);
 
 type Failure = (u8, String);
 
@@ -46,246 +51,264 @@ fn failed(m: impl std::fmt::Display) -> Failure {
     (4, format!("failed: {m}"))
 }
 
-/// Which approval: the flag given, or the failover holding the lock.
-async fn selector(
-    ctx: &TableContext,
-    flags: &BTreeMap<&'static str, String>,
-) -> Result<ApprovalSelector, Failure> {
-    let given: Vec<ApprovalSelector> = [
-        flags.get("--key").cloned().map(ApprovalSelector::Key),
-        flags
-            .get("--execution")
-            .cloned()
-            .map(ApprovalSelector::Execution),
-        flags
-            .get("--incident")
-            .cloned()
-            .map(ApprovalSelector::Incident),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
-    match given.as_slice() {
-        [one] => Ok(one.clone()),
-        [] => {
-            let lock = ctx
-                .store
-                .lock_state()
-                .await
-                .map_err(|e| failed(format!("reading the lock: {}", chain(&e))))?;
-            match lock.and_then(|l| l.holder) {
-                Some(incident) => Ok(ApprovalSelector::Incident(incident)),
-                None => Err(refused(
-                    "no failover holds the lock, so none is waiting: pass --key, --execution or --incident",
-                )),
-            }
+/// Where and as whom: the Region, the endpoint, the operator's credentials.
+struct Endpoint {
+    aws: Aws,
+    region: String,
+    url: String,
+    http: reqwest::Client,
+}
+
+impl Endpoint {
+    /// Send `req`, signed as the operator, and read the function's answer.
+    async fn send(&self, req: &DecisionRequest) -> Result<DecisionReply, Failure> {
+        let body = serde_json::to_vec(req).map_err(|e| failed(format!("encoding: {e}")))?;
+        let config = self.aws.config(&self.region).await;
+        let provider = config.credentials_provider().ok_or_else(|| {
+            failed("no AWS credentials: set a profile (AWS_PROFILE) or the environment's keys")
+        })?;
+        let creds = provider.provide_credentials().await.map_err(|e| {
+            failed(format!(
+                "no AWS credentials ({}): log in to the role your plan's cli_approvers lists",
+                chain(&e)
+            ))
+        })?;
+        let identity = Identity::from(creds);
+        let user_agent = format!("handover/{} app/{CLI_APP_NAME}", env!("CARGO_PKG_VERSION"));
+        let headers = [
+            ("content-type", "application/json"),
+            ("user-agent", user_agent.as_str()),
+        ];
+        let params = v4::SigningParams::builder()
+            .identity(&identity)
+            .region(&self.region)
+            .name(SIGNING_SERVICE)
+            .time(SystemTime::now())
+            .settings(SigningSettings::default())
+            .build()
+            .map_err(|e| failed(format!("signing: {e}")))?
+            .into();
+        let signable = SignableRequest::new(
+            "POST",
+            &self.url,
+            headers.iter().copied(),
+            SignableBody::Bytes(&body),
+        )
+        .map_err(|e| (2, format!("--decision-url {:?}: {e}", self.url)))?;
+        let (instructions, _) = sign(signable, &params)
+            .map_err(|e| failed(format!("signing: {e}")))?
+            .into_parts();
+        let mut request = self.http.post(&self.url).timeout(CALL_TIMEOUT);
+        for (k, v) in headers.iter().copied().chain(instructions.headers()) {
+            request = request.header(k, v);
         }
-        _ => Err((
+        let resp = request.body(body).send().await.map_err(|e| {
+            failed(format!(
+                "the decision endpoint {} did not answer ({}): if a decision was sent it may or may not have reached the run; the same command again says which",
+                self.url,
+                chain(&e)
+            ))
+        })?;
+        let status = resp.status();
+        let text = resp
+            .text()
+            .await
+            .map_err(|e| failed(format!("reading the endpoint's answer: {}", chain(&e))))?;
+        if let Ok(reply) = serde_json::from_str::<DecisionReply>(&text) {
+            return Ok(reply);
+        }
+        // API Gateway's own answers: {"message": "..."}.
+        let message = serde_json::from_str::<serde_json::Value>(&text)
+            .ok()
+            .and_then(|v| v["message"].as_str().map(str::to_owned))
+            .unwrap_or(text);
+        Err(match status.as_u16() {
+            401 | 403 => refused(format!(
+                "API Gateway refused the request ({status}: {message}): your credentials must be current and allow execute-api:Invoke on the decision route (the stack's ResponderPolicy)"
+            )),
+            404 => (
+                2,
+                format!(
+                    "{} is not the decision endpoint ({status}: {message}): use the stack output DecisionUrl",
+                    self.url
+                ),
+            ),
+            _ => failed(format!(
+                "the decision endpoint answered {status}: {message}; the same command again is safe"
+            )),
+        })
+    }
+}
+
+/// Which approval: the flag given, or the failover holding the lock.
+async fn request(args: &InitArgs, region: &str, aws: &Aws) -> Result<DecisionRequest, Failure> {
+    let flags = &args.extra;
+    let mut req = DecisionRequest {
+        key: flags.get("--key").cloned(),
+        execution: flags.get("--execution").cloned(),
+        incident: flags.get("--incident").cloned(),
+        ..DecisionRequest::default()
+    };
+    if req.key.is_some() as u8 + req.execution.is_some() as u8 + req.incident.is_some() as u8 > 1 {
+        return Err((
             2,
             "give one of --key, --execution or --incident, not several".into(),
+        ));
+    }
+    if req.selector().is_ok() {
+        return Ok(req);
+    }
+    let table = args
+        .table
+        .clone()
+        .or_else(|| crate::env("TABLE_NAME"))
+        .ok_or_else(|| {
+            (
+                2,
+                "name the approval (--key, --execution or --incident), or give the table (--table, the stack output StateTableName) to decide for the failover holding the lock".into(),
+            )
+        })?;
+    let store = Store::new(aws.dynamodb(region).await, table);
+    let lock = store
+        .lock_state()
+        .await
+        .map_err(|e| failed(format!("reading the lock: {}", chain(&e))))?;
+    match lock.and_then(|l| l.holder) {
+        Some(incident) => {
+            req.incident = Some(incident);
+            Ok(req)
+        }
+        None => Err(refused(
+            "no failover holds the lock, so none is waiting: pass --key, --execution or --incident",
         )),
     }
 }
 
-fn what(which: &ApprovalSelector) -> String {
-    match which {
-        ApprovalSelector::Key(k) => format!("key {k}"),
-        ApprovalSelector::Execution(e) => format!("execution {e}"),
-        ApprovalSelector::Incident(i) => format!("incident {i}"),
-    }
-}
-
-/// Ask on the terminal; true when the operator typed the decision's word.
-fn confirmed(record: &ApprovalRecord, decision: Decision) -> bool {
+/// Ask on the terminal; true when the operator typed `word`.
+fn typed(prompt: &str, word: &str) -> bool {
     let mut err = std::io::stderr();
-    let _ = writeln!(
-        err,
-        "\n{}\n\nType `{decision}` to {decision} {} (anything else: nothing changes): ",
-        record.question, record.incident
-    );
+    let _ = write!(err, "{prompt}");
     let _ = err.flush();
     let mut line = String::new();
     match std::io::stdin().lock().read_line(&mut line) {
-        Ok(n) if n > 0 => line.trim() == decision.as_str(),
+        Ok(n) if n > 0 => line.trim() == word,
         _ => false,
     }
 }
 
+/// The exit code and text of an answer that is not a decision made.
+fn outcome(reply: DecisionReply) -> Result<String, Failure> {
+    match reply.outcome {
+        ReplyKind::Decided | ReplyKind::AlreadyDelivered => Ok(reply.text),
+        ReplyKind::Question => Err(failed(format!(
+            "the endpoint only showed the question: {}",
+            reply.text
+        ))),
+        ReplyKind::AlreadyDecided
+        | ReplyKind::Closed
+        | ReplyKind::Unknown
+        | ReplyKind::Forbidden => Err(refused(reply.text)),
+        ReplyKind::BadRequest => Err((2, reply.text)),
+        ReplyKind::Unauthenticated | ReplyKind::Unsure | ReplyKind::Failed => {
+            Err(failed(reply.text))
+        }
+    }
+}
+
 /// `handover approve` (`decision` approve) or `handover reject`.
-pub async fn decide(
-    ctx: TableContext,
-    decision: Decision,
-    flags: &BTreeMap<&'static str, String>,
-) -> Result<String, Failure> {
+pub async fn decide(args: &InitArgs, decision: Decision) -> Result<String, Failure> {
+    let usage = |m: &str| (2u8, format!("{m}\n{}", crate::USAGE));
+    if args.plan_parameter.is_some() || args.plan_file.is_some() {
+        return Err(usage(
+            "approve and reject act on the run's own plan: --plan-parameter / --plan-file do not apply",
+        ));
+    }
+    let flags = &args.extra;
     let yes = flags.contains_key("--yes");
     let accept_loss = flags.contains_key("--accept-data-loss");
     if accept_loss && decision == Decision::Reject {
         return Err((2, "--accept-data-loss is for approve only".into()));
     }
-    let which = selector(&ctx, flags).await?;
-    let record = ctx
-        .store
-        .approval(&which)
-        .await
-        .map_err(|e| failed(format!("reading the approval: {}", chain(&e))))?
+    let region = args
+        .region
+        .clone()
+        .or_else(|| crate::env("AWS_REGION"))
         .ok_or_else(|| {
-            refused(format!(
-                "no approval was asked for {} (or it was cleaned up a day after it expired)",
-                what(&which)
-            ))
+            usage("no Region: pass --region (the stack's Region, S) or set AWS_REGION")
         })?;
-    let now = chrono::Utc::now();
-    if record.decided.is_none() && record.expires_at <= now {
-        return Err(refused(format!(
-            "the approval for {} expired at {}: the run stopped waiting",
-            record.incident,
-            record.expires_at.format("%Y-%m-%d %H:%M:%S UTC")
-        )));
-    }
-    // The run's own plan decides who may decide, as fence and promote check it.
-    let history = SfnHistory::new(&ctx.aws, &ctx.region).await;
-    let (status, input) = history
-        .describe(&record.execution)
-        .await
-        .map_err(|e| failed(format!("reading the run: {}", chain(&e))))?;
-    if status.is_terminal() {
-        return Err(refused(format!(
-            "{} has ended ({}): there is no decision to give",
-            record.execution, status.status
-        )));
-    }
-    let input: ExecutionInput = serde_json::from_str(&input)
-        .map_err(|e| failed(format!("the run's input is not Handover's: {e}")))?;
-    let plan = &input.plan;
-    let sts = aws_sdk_sts::Client::new(&ctx.aws.config(&ctx.region).await);
-    let caller = sts
-        .get_caller_identity()
-        .send()
-        .await
-        .map_err(|e| {
-            failed(format!(
-                "sts:GetCallerIdentity (who are you?): {}",
-                handover::error::chain(&e)
-            ))
-        })?
-        .arn
-        .unwrap_or_default();
-    let Some(approver) = plan.cli_approver(&caller) else {
-        let listed: Vec<&str> = plan.cli_approvers.iter().map(|a| a.arn.as_str()).collect();
-        return Err(refused(format!(
-            "{caller} is not on this run's plan cli_approvers ({}): decide as one of them, or in Slack",
-            if listed.is_empty() {
-                "the list is empty".to_owned()
-            } else {
-                listed.join(", ")
-            }
-        )));
+    let url = flags
+        .get("--decision-url")
+        .cloned()
+        .or_else(|| crate::env("HANDOVER_DECISION_URL"))
+        .ok_or_else(|| {
+            usage("no decision endpoint: pass --decision-url or set HANDOVER_DECISION_URL (the stack output DecisionUrl; the Slack message and the operator notice name it)")
+        })?;
+    let aws = Aws::named(CLI_APP_NAME);
+    let mut req = request(args, &region, &aws).await?;
+    let endpoint = Endpoint {
+        aws,
+        region,
+        url,
+        http: reqwest::Client::new(),
     };
-    if accept_loss && !record.data_loss {
+    // First the question, as the endpoint shows it to this principal.
+    let shown = endpoint.send(&req).await?;
+    if shown.outcome != ReplyKind::Question {
+        return outcome(shown);
+    }
+    let Some(approval) = shown.approval else {
+        return Err(failed("the endpoint showed no question"));
+    };
+    if accept_loss && !approval.data_loss {
         return Err((
             2,
             format!(
                 "the approval for {} accepts no data loss (the RPO estimate was within the target when it was asked): drop --accept-data-loss",
-                record.incident
+                approval.incident
             ),
         ));
     }
-    if decision == Decision::Approve && record.data_loss && !accept_loss {
+    let mut acknowledged = accept_loss;
+    if decision == Decision::Approve && approval.data_loss && !accept_loss {
         if yes {
             return Err((
                 2,
                 format!(
                     "approving {} accepts possible data loss (the RPO estimate is over the target or unknown): pass --accept-data-loss as well\n\n{}",
-                    record.incident, record.question
+                    approval.incident, approval.question
                 ),
             ));
         }
-        eprintln!("\n{}", record.question);
-        eprint!("\nApproving accepts possible data loss. Type `accept data loss` to go on: ");
-        let _ = std::io::stderr().flush();
-        let mut line = String::new();
-        let ok = std::io::stdin().lock().read_line(&mut line).is_ok()
-            && line.trim() == "accept data loss";
-        if !ok {
+        eprintln!("\n{}", approval.question);
+        if !typed(
+            "\nApproving accepts possible data loss. Type `accept data loss` to go on: ",
+            "accept data loss",
+        ) {
             return Err(refused("data loss not accepted"));
         }
+        acknowledged = true;
     }
-    if record.decided.is_none() && !yes && !confirmed(&record, decision) {
+    if approval.decided.is_none()
+        && !yes
+        && !typed(
+            &format!(
+                "\n{}\n\nYou are {} ({}).\nType `{decision}` to {decision} {} (anything else: nothing changes): ",
+                approval.question,
+                shown.approver.as_deref().unwrap_or("?"),
+                shown.caller.as_deref().unwrap_or("?"),
+                approval.incident
+            ),
+            decision.as_str(),
+        )
+    {
         return Err(refused("not confirmed"));
     }
-    let aws = Arc::new(handover::aws::Aws::named(handover::aws::CLI_APP_NAME));
-    let callback = SfnCallback::new(aws, ctx.region.clone());
-    let apply = Apply {
-        plan,
-        store: &ctx.store,
-        callback: &callback,
-        clock: &SystemClock,
-        call_cap: CALL_CAP,
+    // Decide on the key just shown, whatever selected it.
+    req = DecisionRequest {
+        key: Some(approval.key),
+        decision: Some(decision),
+        accept_data_loss: acknowledged,
+        ..DecisionRequest::default()
     };
-    let deciding = Deciding {
-        key: &record.key,
-        decision,
-        approver_id: &caller,
-        approver_name: &approver.name,
-        // Only a question that asked about data loss can be acknowledged.
-        data_loss_acknowledged: decision == Decision::Approve && record.data_loss,
-    };
-    let deadline = tokio::time::Instant::now() + BUDGET;
-    let outcome = apply.apply(&deciding, deadline).await;
-    let verb = match decision {
-        Decision::Approve => "Approved",
-        Decision::Reject => "Rejected",
-    };
-    match outcome {
-        Outcome::Decided(d) if d.approver_id != caller => Ok(format!(
-            "Re-sent {}'s {} of {} ({} at {}) as {caller}: the run has the decision, credited to them.",
-            d.approver_id,
-            d.decision,
-            record.incident,
-            d.approver_name,
-            d.at.to_rfc3339()
-        )),
-        Outcome::Decided(d) => Ok(format!(
-            "{verb} {} by {} ({}) at {}: the run has the decision.",
-            record.incident,
-            d.approver_name,
-            d.approver_id,
-            d.at.to_rfc3339()
-        )),
-        Outcome::AlreadyDelivered(d) => Ok(format!(
-            "Your {} of {} had already reached the run: it goes on. Nothing more to do.",
-            d.decision,
-            d.at.to_rfc3339()
-        )),
-        Outcome::AlreadyDecided {
-            decision,
-            by,
-            at,
-            delivered,
-        } => Err(refused(format!(
-            "already decided ({decision}) by {by} at {}{}",
-            at.to_rfc3339(),
-            if delivered {
-                ""
-            } else {
-                "; not yet confirmed to have reached the run: the same decision by the same principal (any session of the same listed role) sends it again"
-            }
-        ))),
-        Outcome::Expired { at } => Err(refused(format!(
-            "the approval expired at {}: the run stopped waiting",
-            at.to_rfc3339()
-        ))),
-        Outcome::UnknownKey => Err(refused(format!("no approval key {}", record.key))),
-        Outcome::TaskClosed { code } => Err(refused(format!(
-            "your decision was recorded, but the run no longer waits for one ({code}): it timed out or ended"
-        ))),
-        Outcome::Unsure { decision, error } => Err(failed(format!(
-            "Step Functions did not answer ({error}): your {decision} may or may not have reached the run. Run the same command again: it sends it again and tells you which; a run takes a decision only once"
-        ))),
-        Outcome::Failed { stage, error } => Err(failed(format!("{stage}: {error}"))),
-        // Only the Slack path authenticates and parses.
-        other @ (Outcome::Unauthenticated(_)
-        | Outcome::BadRequest(_)
-        | Outcome::Forbidden { .. }) => Err(failed(other.text())),
-    }
+    outcome(endpoint.send(&req).await?)
 }

@@ -26,13 +26,17 @@
 //!   would a failover work now? Every check of `handover::readiness` with
 //!   its verdict, what was observed and expected, and the fix. Read calls only.
 //!
-//! - `handover approve` / `handover reject [--key K | --execution ARN | --incident ID]
-//!   [--yes] [--accept-data-loss] [--table T] [--region R]`: decide a waiting
-//!   approval when Slack cannot (default: the failover holding the lock).
-//!   The same single-use key as a click; the caller's IAM principal must be
-//!   on the run's plan `cli_approvers` and is recorded as the approver. It
+//! - `handover approve` / `handover reject [--key K | --execution ARN | --incident ID | --table T]
+//!   [--decision-url URL] [--yes] [--accept-data-loss] [--region R]`: decide a
+//!   waiting approval when Slack cannot (with `--table` alone: the failover
+//!   holding the lock). The request is SigV4-signed with the operator's
+//!   credentials and decided on the server (`POST /decisions`, AWS_IAM): the
+//!   same single-use key as a click, the caller's IAM principal checked
+//!   against the run's plan `cli_approvers` and recorded as the approver. It
 //!   shows the question and asks the operator to type the decision (`--yes`
 //!   for scripts); approving a possible data loss needs `--accept-data-loss`.
+//!   The endpoint is `--decision-url` or `HANDOVER_DECISION_URL` (the stack
+//!   output DecisionUrl).
 //!
 //! - `handover report [--execution ARN] [--format md|html|json] [--render]`:
 //!   print the after-action report audit stored (default: the last run the
@@ -78,13 +82,13 @@ use handover::error::{Classify, ErrorName};
 use handover::store::Store;
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: handover init [--table TABLE] [--plan-parameter NAME | --plan-file PATH] [--region REGION]
+pub(crate) const USAGE: &str = "usage: handover init [--table TABLE] [--plan-parameter NAME | --plan-file PATH] [--region REGION]
        handover status [--json] [--table TABLE] [--plan-parameter NAME | --plan-file PATH] [--region REGION]
        handover pause --reason TEXT [--by NAME] [--table TABLE] [--plan-parameter NAME | --plan-file PATH] [--region REGION]
        handover resume [--by NAME] [--table TABLE] [--plan-parameter NAME | --plan-file PATH] [--region REGION]
        handover readiness [--json] [--table TABLE] [--plan-parameter NAME | --plan-file PATH] [--region REGION]
-       handover approve [--key KEY | --execution ARN | --incident ID] [--yes] [--accept-data-loss] [--table TABLE] [--region REGION]
-       handover reject [--key KEY | --execution ARN | --incident ID] [--yes] [--table TABLE] [--region REGION]
+       handover approve [--key KEY | --execution ARN | --incident ID | --table TABLE] [--decision-url URL] [--yes] [--accept-data-loss] [--region REGION]
+       handover reject [--key KEY | --execution ARN | --incident ID | --table TABLE] [--decision-url URL] [--yes] [--region REGION]
        handover report [--execution ARN] [--format md|html|json] [--render] [--table TABLE] [--region REGION]
        handover release [--yes] [--table TABLE] [--plan-parameter NAME | --plan-file PATH] [--region REGION]
        handover switchover [--state-machine ARN] [--yes] [--drill] [--table TABLE] [--plan-parameter NAME | --plan-file PATH] [--region REGION]
@@ -163,7 +167,7 @@ fn parse_init(args: &[String]) -> Result<InitArgs, String> {
     parse_args(args, &[])
 }
 
-fn env(name: &str) -> Option<String> {
+pub(crate) fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
 
@@ -193,8 +197,8 @@ pub(crate) async fn execution_or_last(
     }
 }
 
-/// The Region and the table a command works on, without a plan (approve and
-/// reject act on the run's own plan, read from the execution).
+/// The Region and the table a command works on, without a plan (`report`
+/// acts on the run's own plan, read from the execution).
 pub(crate) struct TableContext {
     pub aws: Aws,
     pub region: String,
@@ -362,10 +366,7 @@ async fn main() -> ExitCode {
                 handover::store::approval::Decision::Reject
             };
             match parse_args(rest, decide::FLAGS) {
-                Ok(a) => match table_context(&a).await {
-                    Ok(ctx) => decide::decide(ctx, decision, &a.extra).await,
-                    Err(e) => Err(e),
-                },
+                Ok(a) => decide::decide(&a, decision).await,
                 Err(m) => Err((2, format!("{m}\n{USAGE}"))),
             }
         }

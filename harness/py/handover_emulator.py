@@ -23,10 +23,20 @@ One process, two listeners on 127.0.0.1:
     in Converse's wire shape with the text a test set for that model id, or
     with a line that says plainly that no model ran. Each request is kept so
     tests can read the prompt Handover sent;
+  - API Gateway in front of the HTTP API routes the template puts behind
+    ``AWS_IAM`` (``POST /_handover/apigw`` registers them, read from the
+    template by the harness): a request signed with SigV4 for
+    ``execute-api`` is authenticated against the credentials moto issued
+    (an IAM user's access key, or an ``sts:AssumeRole`` session), its
+    signature and its date checked as API Gateway checks them, and the
+    function gets the payload 2.0 event with
+    ``requestContext.authorizer.iam`` naming the principal (see
+    ``api_gateway_event``);
   - everything else goes to moto unchanged.
 
 Control endpoints (JSON): ``POST /_handover/faults``, ``POST /_handover/health``,
 ``POST /_handover/lambda`` (``{"upstream": "http://127.0.0.1:PORT"}``),
+``POST /_handover/apigw`` (``{"routes": [{"method", "path", "function", "auth"}]}``),
 ``GET /_handover/calls`` (a log of AWS actions seen, for exact-call assertions),
 ``POST /_handover/model`` (``{"<model id>": {"text": "..."}}``), ``GET /_handover/model``
 (the Converse requests seen, by model id), ``POST /_handover/sns`` (an http
@@ -41,6 +51,9 @@ and serves until SIGTERM/SIGINT.
 from __future__ import annotations
 
 import argparse
+import base64
+import hashlib
+import hmac
 import http.client
 import json
 import os
@@ -596,6 +609,9 @@ class World:
         # invocation in flight then ends as Lambda ends it (Runtime.ExitError).
         self.killed: dict[str, float] = {}
         self.health: dict[str, float] = {}  # health check id -> share of checkers reporting healthy
+        # "METHOD /path" -> {"function": binary name, "auth": "AWS_IAM"}: the
+        # HTTP API routes the router serves as API Gateway does.
+        self.routes: dict[str, dict] = {}
         self.calls: list[dict] = []
         self.models: dict[str, dict] = {}  # model id -> {"text": answer}
         self.converse: dict[str, list] = {}  # model id -> request bodies seen
@@ -701,6 +717,129 @@ def merge(world: World, table: dict, doc: dict, convert=lambda v: v) -> dict:
         return dict(table)
 
 
+# API Gateway's answers when IAM authorisation refuses a request, as the
+# body {"message": ...} it sends (API Gateway Developer Guide, "Control
+# access to HTTP APIs with IAM authorization"; the messages are SigV4's
+# standard ones, as every AWS service words them).
+APIGW_FORBIDDEN = "Forbidden"
+APIGW_BAD_SIGNATURE = ("The request signature we calculated does not match the signature you provided. "
+                       "Check your AWS Secret Access Key and signing method. Consult the service documentation for details.")
+APIGW_BAD_TOKEN = "The security token included in the request is invalid."
+# SigV4: a request dated more than 5 minutes from the server's clock is refused.
+SIGV4_SKEW_S = 300
+AUTH = re.compile(r"^AWS4-HMAC-SHA256 Credential=([^/,]+)/(\d{8})/([^/]+)/([^/]+)/aws4_request, ?"
+                  r"SignedHeaders=([^,]+), ?Signature=([0-9a-f]{64})$")
+
+
+def sigv4_principal(method: str, path: str, headers, body: bytes) -> tuple[str | None, str, dict]:
+    """Authenticate a SigV4-signed request as API Gateway's IAM authoriser
+    does: (principal ARN, "", identity) or (None, API Gateway's message, {}).
+
+    The secret is the one moto issued for the access key (CreateAccessKey or
+    AssumeRole); an unknown key or session token is refused, and so is a
+    signature computed with anything else, or dated outside SigV4's window."""
+    m = AUTH.match(headers.get("Authorization", "").strip())
+    if not m:
+        return None, APIGW_FORBIDDEN, {}
+    key_id, day, region, service, signed, signature = m.groups()
+    amz_date = headers.get("X-Amz-Date", "")
+    try:
+        when = time.mktime(time.strptime(amz_date, "%Y%m%dT%H%M%SZ")) - time.timezone
+    except ValueError:
+        return None, APIGW_FORBIDDEN, {}
+    if service != "execute-api" or not amz_date.startswith(day):
+        return None, APIGW_BAD_SIGNATURE, {}
+    if abs(time.time() - when) > SIGV4_SKEW_S:
+        now = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        return None, f"Signature expired: {amz_date} is now earlier than {now} (5 min.)", {}
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.iam.access_control import create_access_key
+    try:
+        token = headers.get("X-Amz-Security-Token")
+        # moto looks the token up by this exact name; HTTP names are case-free.
+        key = create_access_key(DEFAULT_ACCOUNT_ID, "aws", key_id,
+                                {"X-Amz-Security-Token": token} if token else {})
+        secret = key.create_credentials().secret_key
+    except Exception:  # noqa: BLE001 (moto's CreateAccessKeyFailure: unknown key or token)
+        return None, APIGW_BAD_TOKEN, {}
+    names = signed.split(";")
+    if "host" not in names:
+        return None, APIGW_BAD_SIGNATURE, {}
+    bare, _, query = path.partition("?")
+    pairs = sorted(urllib.parse.parse_qsl(query, keep_blank_values=True))
+    canonical = "\n".join([
+        method,
+        urllib.parse.quote(bare, safe="/~"),
+        "&".join(f"{urllib.parse.quote(k, safe='-_.~')}={urllib.parse.quote(v, safe='-_.~')}" for k, v in pairs),
+        "".join(f"{n}:{' '.join((headers.get(n) or '').split())}\n" for n in names),
+        signed,
+        hashlib.sha256(body).hexdigest(),
+    ])
+    scope = f"{day}/{region}/{service}/aws4_request"
+    to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope, hashlib.sha256(canonical.encode()).hexdigest()])
+    k = ("AWS4" + secret).encode()
+    for part in (day, region, service, "aws4_request"):
+        k = hmac.new(k, part.encode(), hashlib.sha256).digest()
+    expected = hmac.new(k, to_sign.encode(), hashlib.sha256).hexdigest()
+    if not hmac.compare_digest(expected, signature):
+        return None, APIGW_BAD_SIGNATURE, {}
+    arn = key.arn
+    identity = {
+        "accessKey": key_id,
+        "accountId": DEFAULT_ACCOUNT_ID,
+        # GetCallerIdentity's UserId: the role's id and the session name for
+        # a session (moto keeps no role ids for sessions: the name stands in).
+        "callerId": f"AROA{hashlib.sha1(arn.encode()).hexdigest()[:17].upper()}:{arn.rsplit('/', 1)[-1]}"
+        if ":assumed-role/" in arn else f"AIDA{hashlib.sha1(arn.encode()).hexdigest()[:17].upper()}",
+        "cognitoIdentity": None,
+        "principalOrgId": None,
+        "userArn": arn,
+    }
+    identity["userId"] = identity["callerId"]
+    return arn, "", identity
+
+
+def api_gateway_event(route: dict, method: str, path: str, headers, body: bytes, region: str,
+                      identity: dict) -> dict:
+    """The payload format 2.0 event API Gateway hands a Lambda proxy
+    integration (API Gateway Developer Guide, "Create AWS Lambda proxy
+    integrations for HTTP APIs"), with ``authorizer.iam`` for an IAM route.
+    The same shape as the harness's ``triggers::http_event`` for open routes."""
+    api_id = "abc123def4"
+    host = f"{api_id}.execute-api.{region}.amazonaws.com"
+    now = time.time()
+    bare, _, query = path.partition("?")
+    hdrs = {k.lower(): v for k, v in headers.items()}
+    hdrs.update({"host": host, "x-forwarded-proto": "https", "x-forwarded-port": "443",
+                 "x-forwarded-for": "127.0.0.1", "content-length": str(len(body))})
+    ctype = hdrs.get("content-type", "").lower()
+    text = ctype.startswith("text/") or any(ctype.startswith(t) for t in
+                                            ("application/json", "application/xml", "application/javascript"))
+    return {
+        "version": "2.0",
+        "routeKey": f"{method} {bare}",
+        "rawPath": bare,
+        "rawQueryString": query,
+        "headers": hdrs,
+        "requestContext": {
+            "accountId": identity.get("accountId", "123456789012"),
+            "apiId": api_id,
+            "authorizer": {"iam": identity},
+            "domainName": host,
+            "domainPrefix": api_id,
+            "http": {"method": method, "path": bare, "protocol": "HTTP/1.1", "sourceIp": "127.0.0.1",
+                     "userAgent": hdrs.get("user-agent", "")},
+            "requestId": f"{int(now * 1000):x}-handover",
+            "routeKey": f"{method} {bare}",
+            "stage": "$default",
+            "time": time.strftime("%d/%b/%Y:%H:%M:%S +0000", time.gmtime(now)),
+            "timeEpoch": int(now * 1000),
+        },
+        "body": body.decode("utf-8", "replace") if text else base64.b64encode(body).decode(),
+        "isBase64Encoded": not text,
+    }
+
+
 def make_handler(world: World):
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -750,6 +889,8 @@ def make_handler(world: World):
             if method == "POST" and path.startswith("/2015-03-31/functions/") and path.endswith("/invocations"):
                 return self._invoke(path, body)
             service, region = service_region(self.headers)
+            if service == "execute-api":
+                return self._api_gateway(method, path, body, region)
             action = action_of(self.headers, path, body, service, method)
             caller = caller_of(self.headers)
             target = target_of(self.headers, body)
@@ -895,10 +1036,40 @@ def make_handler(world: World):
 
         # -- Lambda -----------------------------------------------------------
         def _invoke(self, path: str, body: bytes) -> None:
-            if not world.lambda_upstream:
-                return self._json(502, {"Type": "Service", "message": "no lambda upstream configured"})
             name = urllib.parse.unquote(path[len("/2015-03-31/functions/"):-len("/invocations")])
             name = name.split(":function:")[-1].split(":")[0]  # ARN or plain name -> binary name
+            self._send(*self._lambda(name, body))
+
+        def _api_gateway(self, method: str, path: str, body: bytes, region: str) -> None:
+            """An HTTP API route behind AWS_IAM: authenticate, then the function."""
+            bare = path.split("?")[0]
+            with world.lock:
+                route = world.routes.get(f"{method} {bare}")
+                world.calls.append({"service": "execute-api", "region": region, "action": "Invoke",
+                                    "target": bare, "caller": caller_of(self.headers), "t": time.time()})
+            if route is None:
+                return self._json(404, {"message": "Not Found"})
+            principal, message, identity = sigv4_principal(method, path, self.headers, body)
+            if principal is None:
+                return self._json(403, {"message": message})
+            event = api_gateway_event(route, method, path, self.headers, body, region, identity)
+            status, data, headers = self._lambda(route["function"], json.dumps(event).encode())
+            if status != 200 or "X-Amz-Function-Error" in headers:
+                # A failed integration (API Gateway Developer Guide,
+                # "Troubleshooting issues with HTTP API Lambda integrations").
+                return self._json(500, {"message": "Internal Server Error"})
+            answer = json.loads(data)
+            out = answer.get("body") or ""
+            payload = base64.b64decode(out) if answer.get("isBase64Encoded") else out.encode()
+            self._send(int(answer.get("statusCode", 200)), payload,
+                       {k: v for k, v in (answer.get("headers") or {}).items()
+                        if k.lower() not in ("content-length", "connection", "transfer-encoding")})
+
+        def _lambda(self, name: str, body: bytes) -> tuple[int, bytes, dict]:
+            """Invoke `name` as Lambda's Invoke API answers: (status, body, headers)."""
+            if not world.lambda_upstream:
+                return 502, json.dumps({"Type": "Service", "message": "no lambda upstream configured"}).encode(), \
+                    {"Content-Type": "application/json"}
             up = urllib.parse.urlparse(world.lambda_upstream)
             started = time.time()
             with world.lock:
@@ -930,12 +1101,13 @@ def make_handler(world: World):
                     # Runtime.ExitError); Step Functions reports it as a task failure.
                     headers["X-Amz-Function-Error"] = "Unhandled"
                     request_id = f"{int(started * 1000):x}-handover-kill"
-                    return self._send(200, json.dumps({
+                    return 200, json.dumps({
                         "errorType": "Runtime.ExitError",
                         "errorMessage": f"RequestId: {request_id} Error: Runtime exited with error: signal: killed",
-                    }).encode(), headers)
+                    }).encode(), headers
             if "error" in answer:
-                return self._json(502, {"Type": "Service", "message": f"lambda upstream: {answer['error']}"})
+                return 502, json.dumps({"Type": "Service", "message": f"lambda upstream: {answer['error']}"}).encode(), \
+                    {"Content-Type": "application/json"}
             resp, data = answer["resp"], answer["data"]
             if resp.status >= 400:
                 # Real Lambda reports a function error as 200 + X-Amz-Function-Error.
@@ -947,7 +1119,7 @@ def make_handler(world: World):
                 except ValueError:
                     data = json.dumps({"errorType": "Handover.Fatal",
                                        "errorMessage": data.decode("utf-8", "replace")}).encode()
-            self._send(200, data, headers)
+            return 200, data, headers
 
         # -- Route 53 behaviour -----------------------------------------------
         def _health_status(self, check_id: str) -> None:
@@ -1079,6 +1251,17 @@ def make_handler(world: World):
                 with world.lock:
                     world.lambda_upstream = doc.get("upstream")
                 return self._json(200, {"upstream": world.lambda_upstream})
+            if path == "/_handover/apigw" and method == "POST":
+                # {"routes": [{"method": "POST", "path": "/decisions",
+                # "function": "slack", "auth": "AWS_IAM"}]}: added or replaced.
+                routes = {}
+                for r in doc.get("routes", []):
+                    if r.get("auth") != "AWS_IAM":
+                        return self._json(400, {"message": "only AWS_IAM routes are served here"})
+                    routes[f"{r['method'].upper()} {r['path']}"] = {"function": str(r["function"]), "auth": "AWS_IAM"}
+                with world.lock:
+                    world.routes.update(routes)
+                    return self._json(200, world.routes)
             if path == "/_handover/model" and method == "POST":
                 return self._json(200, merge(world, world.models, doc))
             if path == "/_handover/model" and method == "GET":

@@ -110,6 +110,7 @@ impl Lambdas {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
         crate::control("lambda", serde_json::json!({ "upstream": url })).await;
+        serve_iam_routes().await;
         Lambdas { child, url, log }
     }
 
@@ -117,6 +118,16 @@ impl Lambdas {
     pub fn output(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
+}
+
+/// Have the router serve the template's `AWS_IAM` routes as API Gateway
+/// does: SigV4 authenticated against moto's credentials, then the function.
+pub async fn serve_iam_routes() {
+    let routes: Vec<serde_json::Value> = crate::triggers::iam_routes()
+        .into_iter()
+        .map(|r| serde_json::json!({"method": r.method, "path": r.path, "function": r.function, "auth": "AWS_IAM"}))
+        .collect();
+    crate::control("apigw", serde_json::json!({ "routes": routes })).await;
 }
 
 impl Drop for Lambdas {

@@ -78,6 +78,17 @@ pub async fn fresh_store(aws: &Aws) -> Store {
     Store::new(client, table)
 }
 
+/// The router's log of the AWS calls it saw (service, Region, action,
+/// target, calling function or tool, HTTP status).
+pub async fn calls() -> Vec<serde_json::Value> {
+    reqwest::get(format!("{}/_handover/calls", endpoint()))
+        .await
+        .expect("router calls")
+        .json()
+        .await
+        .expect("router calls answer")
+}
+
 /// POST a JSON control document to the router (faults, health statuses).
 pub async fn control(path: &str, body: serde_json::Value) -> serde_json::Value {
     let url = format!("{}/_handover/{path}", endpoint());
@@ -230,6 +241,17 @@ pub async fn waiting_state_machine(aws: &Aws, region: &str) -> String {
 /// The task is `events:putEvents.waitForTaskToken` (moto needs no Lambda
 /// for it); the token is read from the TaskScheduled event.
 pub async fn waiting_task(aws: &Aws, region: &str) -> (String, String) {
+    waiting_task_with(
+        aws,
+        region,
+        r#"{"incident_id":"shop-ap-northeast-2-20261130T141155Z"}"#,
+    )
+    .await
+}
+
+/// [`waiting_task`] for a run started with `input` (a Handover run's
+/// execution input, when the decision reads the run's plan).
+pub async fn waiting_task_with(aws: &Aws, region: &str, input: &str) -> (String, String) {
     let sfn = aws.sfn(region).await;
     use aws_sdk_sfn::types::HistoryEventType;
     use serde_json::{Value, json};
@@ -251,7 +273,7 @@ pub async fn waiting_task(aws: &Aws, region: &str) -> (String, String) {
         .start_execution()
         .state_machine_arn(machine)
         .name(unique("run"))
-        .input(r#"{"incident_id":"shop-ap-northeast-2-20261130T141155Z"}"#)
+        .input(input)
         .send()
         .await
         .unwrap()

@@ -56,6 +56,9 @@ pub enum Trigger {
         path: String,
         /// `2.0` or `1.0`.
         payload_format: String,
+        /// Behind API Gateway's `AWS_IAM` authorisation (SigV4): the
+        /// router serves it as API Gateway does (`iam_routes`).
+        iam: bool,
     },
 }
 
@@ -135,6 +138,16 @@ pub fn triggers_of(function: &str) -> Vec<Trigger> {
                     for (method, op) in methods.as_object().cloned().unwrap_or_default() {
                         let integration = &op["x-amazon-apigateway-integration"];
                         if names(&integration["uri"], function) {
+                            let schemes = &props["Body"]["components"]["securitySchemes"];
+                            let iam = op["security"].as_array().is_some_and(|reqs| {
+                                reqs.iter()
+                                    .filter_map(Value::as_object)
+                                    .flat_map(|r| r.keys())
+                                    .any(|scheme| {
+                                        schemes[scheme]["x-amazon-apigateway-authtype"]
+                                            == "awsSigv4"
+                                    })
+                            });
                             out.push(Trigger::HttpRoute {
                                 method: method.to_uppercase(),
                                 path: path.clone(),
@@ -142,6 +155,7 @@ pub fn triggers_of(function: &str) -> Vec<Trigger> {
                                     .as_str()
                                     .unwrap_or("1.0")
                                     .to_owned(),
+                                iam,
                             });
                         }
                     }
@@ -299,9 +313,18 @@ pub fn http_event(
     let found = routes.iter().find(
         |t| matches!(t, Trigger::HttpRoute { method: m, path: p, .. } if m == method && p == path),
     );
-    let Some(Trigger::HttpRoute { payload_format, .. }) = found else {
+    let Some(Trigger::HttpRoute {
+        payload_format,
+        iam,
+        ..
+    }) = found
+    else {
         panic!("the template routes no {method} {path} to {function}: {routes:?}");
     };
+    assert!(
+        !iam,
+        "{method} {path} is behind AWS_IAM: API Gateway invokes it only for a SigV4-signed request, which the router authenticates (send one to the router, as the CLI does)"
+    );
     assert_eq!(
         payload_format, "2.0",
         "no payload builder for HTTP API payload format {payload_format}"
@@ -362,6 +385,57 @@ pub fn http_event(
         "body": body,
         "isBase64Encoded": encoded,
     })
+}
+
+/// An HTTP API route behind `AWS_IAM`, with the function binary it invokes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IamRoute {
+    /// The binary (`Metadata.BuildProperties.Binary`).
+    pub function: String,
+    /// `POST`.
+    pub method: String,
+    /// `/decisions`.
+    pub path: String,
+}
+
+/// Every route of the template's HTTP APIs behind `AWS_IAM`.
+pub fn iam_routes() -> Vec<IamRoute> {
+    let mut out = Vec::new();
+    for (name, res) in resources() {
+        if res["Type"] != "AWS::Lambda::Function" {
+            continue;
+        }
+        let binary = res["Metadata"]["BuildProperties"]["Binary"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{name} names no binary (Metadata.BuildProperties.Binary)"));
+        for t in triggers_of(name) {
+            if let Trigger::HttpRoute {
+                method,
+                path,
+                payload_format,
+                iam: true,
+            } = t
+            {
+                assert_eq!(payload_format, "2.0", "the router builds payload 2.0 only");
+                out.push(IamRoute {
+                    function: binary.to_owned(),
+                    method,
+                    path,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The URL of the template's `POST /decisions` in the local world (the
+/// router, as API Gateway).
+pub fn decision_url() -> String {
+    let route = iam_routes()
+        .into_iter()
+        .find(|r| r.path == handover::approval::iam::ROUTE_PATH && r.method == "POST")
+        .expect("the template routes POST /decisions behind AWS_IAM");
+    format!("{}{}", crate::endpoint(), route.path)
 }
 
 /// Every function's `Environment.Variables` in the expanded template, by
@@ -550,10 +624,32 @@ mod tests {
             method: "POST".into(),
             path: click["rawPath"].as_str().unwrap().into(),
             payload_format: click["version"].as_str().unwrap().into(),
+            iam: false,
         }));
         assert_eq!(
             click["isBase64Encoded"], true,
             "a form body arrives base64-encoded"
+        );
+        // The CLI's decision: the fixture's route, behind AWS_IAM, and the
+        // only route the router serves as API Gateway's IAM authoriser.
+        let decision = fixture("slack/events/decision.json");
+        assert!(triggers_of("SlackFunction").contains(&Trigger::HttpRoute {
+            method: "POST".into(),
+            path: decision["rawPath"].as_str().unwrap().into(),
+            payload_format: decision["version"].as_str().unwrap().into(),
+            iam: true,
+        }));
+        assert_eq!(
+            iam_routes(),
+            vec![IamRoute {
+                function: "slack".into(),
+                method: "POST".into(),
+                path: handover::approval::iam::ROUTE_PATH.into(),
+            }]
+        );
+        assert!(
+            decision["requestContext"]["authorizer"]["iam"]["userArn"].is_string(),
+            "API Gateway names the principal"
         );
     }
 
@@ -577,7 +673,7 @@ mod tests {
     /// The on-call policy cannot read approval keys (their items hold task
     /// tokens) or send a decision; only the responders' policy can.
     #[test]
-    fn only_the_responder_policy_can_decide() {
+    fn no_operator_policy_can_decide_or_reach_a_task_token() {
         let statements = |name: &str| -> Vec<Value> {
             resources()[name]["Properties"]["PolicyDocument"]["Statement"]
                 .as_array()
@@ -594,41 +690,56 @@ mod tests {
                 })
                 .unwrap_or_default()
         };
-        for s in statements("OperatorPolicy") {
-            let acts = actions(&s);
-            assert!(
-                !acts.iter().any(|a| a.starts_with("states:SendTask")),
-                "OperatorPolicy sends decisions: {s}"
-            );
-            if acts.iter().any(|a| a.starts_with("dynamodb:")) {
-                let keys = s["Condition"]
-                    .as_object()
-                    .and_then(|c| c.values().next())
-                    .map(|v| v["dynamodb:LeadingKeys"].clone())
-                    .unwrap_or_else(|| panic!("an unconditioned table grant: {s}"));
-                let keys: Vec<&str> = keys
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .filter_map(Value::as_str)
-                    .collect();
+        // A decision is the decision endpoint's (the slack function's):
+        // neither policy sends one, nor reads an approval key's token.
+        for policy in ["OperatorPolicy", "ResponderPolicy"] {
+            for s in statements(policy) {
+                let acts = actions(&s);
                 assert!(
-                    !keys.iter().any(|k| k.starts_with("APPROVAL#") || *k == "*"),
-                    "OperatorPolicy reaches approval keys: {keys:?}"
+                    !acts.iter().any(|a| a.starts_with("states:SendTask")),
+                    "{policy} sends decisions: {s}"
                 );
-                if acts.iter().any(|a| a != "dynamodb:GetItem") {
-                    assert_eq!(
-                        keys,
-                        ["CONTROL"],
-                        "OperatorPolicy writes more than the pause"
+                if acts.iter().any(|a| a.starts_with("dynamodb:")) {
+                    let keys = s["Condition"]
+                        .as_object()
+                        .and_then(|c| c.values().next())
+                        .map(|v| v["dynamodb:LeadingKeys"].clone())
+                        .unwrap_or_else(|| panic!("{policy}: an unconditioned table grant: {s}"));
+                    let keys: Vec<&str> = keys
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .filter_map(Value::as_str)
+                        .collect();
+                    assert!(
+                        !keys
+                            .iter()
+                            .any(|k| k.starts_with("APPROVAL#") || k.starts_with('*')),
+                        "{policy} reaches approval keys: {keys:?}"
                     );
+                    if policy == "OperatorPolicy" && acts.iter().any(|a| a != "dynamodb:GetItem") {
+                        assert_eq!(
+                            keys,
+                            ["CONTROL"],
+                            "OperatorPolicy writes more than the pause"
+                        );
+                    }
                 }
             }
         }
+        // The responder decides through POST /decisions only.
+        let invoke: Vec<Value> = statements("ResponderPolicy")
+            .into_iter()
+            .filter(|s| actions(s).iter().any(|a| a.starts_with("execute-api:")))
+            .collect();
+        assert_eq!(invoke.len(), 1, "{invoke:?}");
+        assert_eq!(actions(&invoke[0]), ["execute-api:Invoke"]);
+        let resource = invoke[0]["Resource"]["Fn::Sub"]
+            .as_str()
+            .unwrap_or_default();
         assert!(
-            statements("ResponderPolicy")
-                .iter()
-                .any(|s| actions(s).contains(&"states:SendTaskSuccess".to_owned()))
+            resource.ends_with("${SlackApi}/*/POST/decisions"),
+            "the decision route only: {resource}"
         );
     }
 

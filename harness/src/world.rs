@@ -466,6 +466,7 @@ pub fn stack_environment(
         ("HANDOVER_STACK_NAME", "handover-local".to_owned()),
         ("HANDOVER_DRILL", drill.to_string()),
         ("HANDOVER_OPERATOR_TOPIC", operator_topic.to_owned()),
+        ("HANDOVER_DECISION_URL", crate::triggers::decision_url()),
     ]);
     env
 }

@@ -24,6 +24,9 @@ use serde_json::{Value, json};
 use std::time::Duration;
 use tokio::sync::{Mutex, MutexGuard, OnceCell};
 
+#[path = "paths/cli_decisions.rs"]
+mod cli_decisions;
+
 const SIGNING_SECRET: &str = "e2e-signing-secret-not-for-production";
 const BOT_TOKEN: &str = "xoxb-e2e-bot-token-not-for-production";
 
@@ -794,8 +797,8 @@ async fn path_slack_down_the_cli_approves_as_the_iam_principal_and_the_run_succe
     let args: Vec<&str> = command.split_whitespace().skip(1).collect();
     assert!(
         command.contains(&format!(
-            "--table {} --region {TEST_REGION}",
-            w.store.table()
+            "--decision-url {} --region {TEST_REGION}",
+            handover_testkit::triggers::decision_url()
         )),
         "{command}"
     );
@@ -814,6 +817,8 @@ async fn path_slack_down_the_cli_approves_as_the_iam_principal_and_the_run_succe
     let mut cli = std::process::Command::new(handover_testkit::cli_binary());
     cli.args(&args)
         .arg("--yes")
+        .env_remove("HANDOVER_DECISION_URL")
+        .env_remove("TABLE_NAME")
         .env("AWS_ENDPOINT_URL", handover_testkit::endpoint())
         .env("AWS_ACCESS_KEY_ID", &session.access_key_id)
         .env("AWS_SECRET_ACCESS_KEY", &session.secret_access_key)

@@ -246,6 +246,7 @@ async fn a_wait_for_task_token_run_resumes_on_the_signed_click_with_the_approver
         cli: CliHint {
             table,
             region: REGION.into(),
+            decision_url: format!("{}/decisions", handover_testkit::endpoint()),
         },
     });
     assert!(ok.is_ok());

@@ -24,7 +24,9 @@ pub struct Deps {
 
 impl Deps {
     /// From `TABLE_NAME`, `AWS_REGION`, `HANDOVER_OPERATOR_TOPIC` (the
-    /// stack's operator topic) and `SLACK_API_BASE` (optional). The plan
+    /// stack's operator topic), `HANDOVER_DECISION_URL` (the stack's
+    /// `POST /decisions`, named in the CLI commands the question carries)
+    /// and `SLACK_API_BASE` (optional). The plan
     /// (channel, bot token secret, timeout) comes with each task, in the
     /// execution document.
     pub async fn from_env() -> Result<Self, FunctionError> {
@@ -41,6 +43,7 @@ impl Deps {
             cli: CliHint {
                 table: config.table,
                 region: config.region,
+                decision_url: required("HANDOVER_DECISION_URL")?,
             },
             clock: Box::new(SystemClock),
         })

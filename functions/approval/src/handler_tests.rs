@@ -53,6 +53,8 @@ async fn world() -> World {
         cli: CliHint {
             table: store.table().to_owned(),
             region: TEST_REGION.into(),
+            decision_url: "https://a1b2c3d4e5.execute-api.ap-northeast-1.amazonaws.com/decisions"
+                .into(),
         },
         store,
         secrets: SecretsManager::new(aws, TEST_REGION),

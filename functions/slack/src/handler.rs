@@ -1,4 +1,9 @@
-//! Turn the API Gateway event into a signed request, decide, answer Slack.
+//! Turn the API Gateway event into a decision, on one of two routes:
+//! `POST /slack/interactions` (a click Slack signed: verify, decide, answer
+//! Slack) and `POST /decisions` (`handover approve` / `reject`, signed with
+//! SigV4 and authenticated by API Gateway's `AWS_IAM` authoriser: the
+//! principal it names decides). A request on one route never takes the
+//! other's path.
 
 use aws_lambda_events::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpResponse};
 use aws_lambda_events::encodings::Body;
@@ -7,12 +12,14 @@ use aws_lambda_events::http::{HeaderValue, Method};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use handover::approval::decide::DEFAULT_BUDGET;
+use handover::approval::iam::{self, IamDecider};
 use handover::approval::{Config, Decider, SfnCallback, SignedRequest, TaskCallback};
 use handover::aws::Aws;
 use handover::clock::{Clock, SystemClock};
 use handover::config::PlanSource;
 use handover::error::{ErrorName, FunctionError, chain, parse_event};
 use handover::plan::Plan;
+use handover::report::sources::SfnHistory;
 use handover::slack::api::SlackApi;
 use handover::slack::secrets::{Secret, SecretsManager, SlackSecret, read_slack};
 use handover::slack::signing::{SIGNATURE_HEADER, TIMESTAMP_HEADER};
@@ -25,6 +32,7 @@ pub struct Deps<T = SfnCallback> {
     plan: Plan,
     store: Store,
     callback: T,
+    runs: SfnHistory,
     slack: SlackApi,
     signing_secret: Secret,
     clock: Box<dyn Clock>,
@@ -49,6 +57,7 @@ impl Deps {
             SlackApi::from_env().map_err(|e| FunctionError::new(ErrorName::Fatal, chain(&e)))?;
         Ok(Deps {
             store: Store::new(aws.dynamodb(&config.region).await, config.table),
+            runs: SfnHistory::new(&aws, &config.region).await,
             callback: SfnCallback::new(aws, config.region),
             slack,
             signing_secret,
@@ -78,6 +87,9 @@ pub async fn handler<T: TaskCallback + Sync>(
             Err(_) => return Ok(reply(400, "body is flagged base64 but is not valid base64")),
         },
     };
+    if req.route_key.as_deref() == Some(DECISION_ROUTE) {
+        return Ok(decision(&req, &body, deps).await);
+    }
     let header = |name| req.headers.get(name).and_then(|v| v.to_str().ok());
     let decider = Decider {
         plan: &deps.plan,
@@ -107,6 +119,40 @@ pub async fn handler<T: TaskCallback + Sync>(
     Ok(reply(status, &text))
 }
 
+/// The CLI's route, as the template declares it.
+const DECISION_ROUTE: &str = "POST /decisions";
+
+/// `POST /decisions`: the principal is API Gateway's (`authorizer.iam`),
+/// never a header or the body; without one nothing happens.
+async fn decision<T: TaskCallback + Sync>(
+    req: &ApiGatewayV2httpRequest,
+    body: &[u8],
+    deps: &Deps<T>,
+) -> ApiGatewayV2httpResponse {
+    let caller = req
+        .request_context
+        .authorizer
+        .as_ref()
+        .and_then(|a| a.iam.as_ref())
+        .and_then(|iam| iam.user_arn.as_deref());
+    let decider = IamDecider {
+        deployed: &deps.plan,
+        store: &deps.store,
+        callback: &deps.callback,
+        runs: &deps.runs,
+        clock: deps.clock.as_ref(),
+        budget: iam::BUDGET,
+    };
+    let answer = decider.handle(caller, body).await;
+    let mut resp = reply(answer.outcome.status(), "");
+    resp.headers
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp.body = Some(Body::Text(
+        serde_json::to_string(&answer).unwrap_or_else(|_| "{}".to_owned()),
+    ));
+    resp
+}
+
 fn reply(status: u16, text: &str) -> ApiGatewayV2httpResponse {
     let mut resp = ApiGatewayV2httpResponse::default();
     resp.status_code = i64::from(status);
@@ -129,3 +175,7 @@ mod tests;
 #[cfg(test)]
 #[path = "refusal_tests.rs"]
 mod refusal_tests;
+
+#[cfg(test)]
+#[path = "decision_tests.rs"]
+mod decision_tests;

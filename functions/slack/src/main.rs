@@ -1,5 +1,7 @@
 //! `slack`: API Gateway `POST /slack/interactions` → verify Slack's
 //! signature, check the approver, consume the key once, resume the run.
+//! `POST /decisions` (AWS_IAM) → the same for `handover approve` / `reject`,
+//! as the IAM principal API Gateway authenticated.
 
 mod handler;
 

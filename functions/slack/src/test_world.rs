@@ -80,6 +80,7 @@ pub async fn world() -> World {
             failures: AtomicUsize::new(0),
             last_failure: std::sync::Mutex::new(None),
         },
+        runs: SfnHistory::new(&aws, TEST_REGION).await,
         slack: SlackApi::new(slack.api_base(), retry).unwrap(),
         signing_secret: Secret::new(SIGNING_SECRET),
         clock: Box::new(SystemClock),

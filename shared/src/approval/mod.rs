@@ -8,6 +8,9 @@
 //!     verify signature (401) → parse (400) → allow-list (403)
 //!     → consume key once → SendTaskSuccess / SendTaskFailure(Handover.Rejected)
 //!     → response_url: "decided by X at T", buttons removed
+//! handover approve ─ SigV4 ─ API Gateway (AWS_IAM) ─ slack fn ─ iam::IamDecider
+//!     principal from API Gateway (401 without) → the run's cli_approvers (403)
+//!     → the same consume-once and resume (decide::Apply)
 //! ```
 //!
 //! The task token only travels from the event to the table and from the
@@ -16,6 +19,7 @@
 
 pub mod callback;
 pub mod decide;
+pub mod iam;
 pub mod request;
 
 pub use callback::{CallbackError, SfnCallback, TaskCallback};

@@ -27,14 +27,16 @@ pub const BLOCK_CLI: &str = "handover_cli";
 
 const MAX_EVIDENCE: usize = 6;
 
-/// Where a person without Slack decides: `handover approve` against this
-/// table in this Region.
+/// Where a person without Slack decides: `handover approve` against the
+/// stack's decision endpoint in this Region.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CliHint {
     /// The Handover DynamoDB table.
     pub table: String,
-    /// Its Region (also the state machine's).
+    /// Its Region (also the state machine's and the endpoint's).
     pub region: String,
+    /// The stack's `POST /decisions` URL (output `DecisionUrl`).
+    pub decision_url: String,
 }
 
 /// Everything the approval message shows.
@@ -262,15 +264,17 @@ pub struct CliCommands {
 
 /// The CLI commands for this question.
 pub fn cli_commands(v: &ApprovalView<'_>) -> CliCommands {
-    let (table, region, key) = (&v.cli.table, &v.cli.region, v.key);
+    let (url, region, key) = (&v.cli.decision_url, &v.cli.region, v.key);
     let ack = if v.diagnosis.rpo_over_target {
         " --accept-data-loss"
     } else {
         ""
     };
     CliCommands {
-        approve: format!("handover approve --key {key} --table {table} --region {region}{ack}"),
-        reject: format!("handover reject --key {key} --table {table} --region {region}"),
+        approve: format!(
+            "handover approve --key {key} --decision-url {url} --region {region}{ack}"
+        ),
+        reject: format!("handover reject --key {key} --decision-url {url} --region {region}"),
     }
 }
 

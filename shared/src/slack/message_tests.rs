@@ -7,6 +7,8 @@ fn cli() -> CliHint {
     CliHint {
         table: "handover-shop".into(),
         region: "ap-northeast-1".into(),
+        decision_url: "https://a1b2c3d4e5.execute-api.ap-northeast-1.amazonaws.com/decisions"
+            .into(),
     }
 }
 
@@ -108,13 +110,13 @@ fn the_cli_hint_names_the_handover_commands_by_key_without_a_token() {
     let hint = serde_json::to_string(block(&blocks, BLOCK_CLI)).unwrap();
     assert!(
         hint.contains(
-            "handover approve --key q2T8f3K9aZ0wXy1VbN4mLg --table handover-shop --region ap-northeast-1`"
+            "handover approve --key q2T8f3K9aZ0wXy1VbN4mLg --decision-url https://a1b2c3d4e5.execute-api.ap-northeast-1.amazonaws.com/decisions --region ap-northeast-1`"
         ),
         "{hint}"
     );
     assert!(
         hint.contains(
-            "handover reject --key q2T8f3K9aZ0wXy1VbN4mLg --table handover-shop --region ap-northeast-1"
+            "handover reject --key q2T8f3K9aZ0wXy1VbN4mLg --decision-url https://a1b2c3d4e5.execute-api.ap-northeast-1.amazonaws.com/decisions --region ap-northeast-1"
         ),
         "{hint}"
     );
