@@ -149,6 +149,25 @@ async fn the_question_is_posted_with_the_key_and_the_key_maps_to_the_token() {
         "no token in Slack"
     );
 
+    // Where it was asked is kept with the key, for a CLI decision to update.
+    let stored = w
+        .deps
+        .store
+        .approval(&handover::store::approval::ApprovalSelector::Key(
+            out.key.clone(),
+        ))
+        .await
+        .unwrap()
+        .unwrap();
+    let posted = stored.message.expect("the posted question is recorded");
+    assert_eq!(posted.channel, "C0123456789");
+    assert_eq!(
+        Some(posted.ts.as_str()),
+        out.message.as_ref().map(|m| m.ts.as_str())
+    );
+    let blocks: Value = serde_json::from_str(&posted.blocks).unwrap();
+    assert_eq!(blocks, m.body["blocks"], "the blocks as posted");
+
     let c = consume(&w, &out.key).await;
     assert_eq!(c.task_token, token_of(&event));
     assert_eq!(c.execution, event["execution"].as_str().unwrap());
@@ -210,6 +229,19 @@ async fn slack_failing_after_retries_asks_the_operator_topic_and_the_run_keeps_w
         "{out:?}"
     );
     assert!(out.operator_notice.is_some());
+    assert!(
+        w.deps
+            .store
+            .approval(&handover::store::approval::ApprovalSelector::Key(
+                out.key.clone()
+            ))
+            .await
+            .unwrap()
+            .unwrap()
+            .message
+            .is_none(),
+        "nothing was posted, so nothing to update"
+    );
     let notices = handover_testkit::topic_messages(&w.topic).await;
     assert_eq!(notices.len(), 1, "{notices:?}");
     let subject = notices[0]["Subject"].as_str().unwrap();

@@ -360,3 +360,91 @@ async fn a_request_on_the_slack_route_never_takes_the_iam_path() {
     assert!(pending(&w, &run.key).await);
     assert_eq!(w.successes() + w.failures(), 0);
 }
+
+#[tokio::test]
+async fn the_slack_message_that_asked_is_updated_with_the_cli_decision() {
+    use handover::slack::message::{BLOCK_ACTIONS, BLOCK_CLI};
+    use handover::slack::secrets::Secret;
+    use handover::store::approval::PostedQuestion;
+    let mut w = world().await;
+    // The stack's bot token, as the deployed plan names it.
+    let token = "xoxb-decision-test-token";
+    let arn = w
+        .aws
+        .secrets(handover_testkit::TEST_REGION)
+        .await
+        .create_secret()
+        .name(unique("slack-bot"))
+        .secret_string(token)
+        .send()
+        .await
+        .unwrap()
+        .arn
+        .unwrap();
+    w.deps.plan.slack.bot_token_secret_arn = arn;
+    let run = waiting(&w, &plan_listing_oncall(), false, 600).await;
+    // The question as the approval function posted it, and recorded.
+    let asked = vec![
+        json!({"type": "section", "text": {"type": "mrkdwn", "text": "FAILOVER approval"}}),
+        json!({"type": "actions", "block_id": BLOCK_ACTIONS, "elements": []}),
+        json!({"type": "context", "block_id": BLOCK_CLI, "elements": []}),
+    ];
+    let posted = w
+        .deps
+        .slack
+        .post_message(
+            &Secret::new(token),
+            "C0123456789",
+            "FAILOVER approval",
+            &asked,
+        )
+        .await
+        .unwrap();
+    w.deps
+        .store
+        .set_approval_message(
+            &run.key,
+            &PostedQuestion {
+                channel: posted.channel.clone(),
+                ts: posted.ts.clone(),
+                blocks: serde_json::to_string(&asked).unwrap(),
+            },
+        )
+        .await
+        .unwrap();
+    let (status, _, body) = send(
+        &w,
+        event(Some(ALICE), &json!({"key": run.key, "decision": "approve"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let updates: Vec<_> = w
+        .slack
+        .calls()
+        .into_iter()
+        .filter(|c| c.path == "/api/chat.update")
+        .collect();
+    assert_eq!(updates.len(), 1, "one chat.update");
+    let u = &updates[0];
+    assert_eq!(u.status, 200);
+    assert_eq!(
+        u.authorization.as_deref(),
+        Some(format!("Bearer {token}").as_str())
+    );
+    assert_eq!(u.body["channel"], posted.channel);
+    assert_eq!(u.body["ts"], posted.ts);
+    let blocks = u.body["blocks"].to_string();
+    assert!(
+        blocks.contains("FAILOVER approval"),
+        "the question stays: {blocks}"
+    );
+    assert!(
+        !blocks.contains(BLOCK_ACTIONS) && !blocks.contains(BLOCK_CLI),
+        "the buttons and the CLI hint go: {blocks}"
+    );
+    assert!(
+        blocks.contains(ALICE) && blocks.contains("with the handover CLI"),
+        "{blocks}"
+    );
+    assert!(!blocks.contains(&run.token));
+}

@@ -33,6 +33,7 @@ pub struct Deps<T = SfnCallback> {
     store: Store,
     callback: T,
     runs: SfnHistory,
+    secrets: SecretsManager,
     slack: SlackApi,
     signing_secret: Secret,
     clock: Box<dyn Clock>,
@@ -58,6 +59,7 @@ impl Deps {
         Ok(Deps {
             store: Store::new(aws.dynamodb(&config.region).await, config.table),
             runs: SfnHistory::new(&aws, &config.region).await,
+            secrets: SecretsManager::new(aws.clone(), config.region.clone()),
             callback: SfnCallback::new(aws, config.region),
             slack,
             signing_secret,
@@ -137,6 +139,8 @@ async fn decision<T: TaskCallback + Sync>(
         .and_then(|iam| iam.user_arn.as_deref());
     let decider = IamDecider {
         deployed: &deps.plan,
+        slack: &deps.slack,
+        secrets: &deps.secrets,
         store: &deps.store,
         callback: &deps.callback,
         runs: &deps.runs,

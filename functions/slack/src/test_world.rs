@@ -81,6 +81,7 @@ pub async fn world() -> World {
             last_failure: std::sync::Mutex::new(None),
         },
         runs: SfnHistory::new(&aws, TEST_REGION).await,
+        secrets: handover::slack::secrets::SecretsManager::new(aws.clone(), TEST_REGION),
         slack: SlackApi::new(slack.api_base(), retry).unwrap(),
         signing_secret: Secret::new(SIGNING_SECRET),
         clock: Box::new(SystemClock),

@@ -348,3 +348,56 @@ async fn path_cli_a_decision_resent_by_another_session_of_the_role_is_credited_t
     );
     assert_eq!(rec.delivered_by.as_deref(), Some(BOB));
 }
+
+/// Slack asked, and the on-call decided at a terminal instead: the message
+/// that asked loses its buttons and says who decided, as after a click.
+#[tokio::test]
+async fn path_cli_decision_updates_the_slack_message_that_asked() {
+    let w = world().await;
+    let run = super::start(&w, 5.0, |_| {}).await;
+    let keys = super::buttons(&w, &run).await;
+    let (_, key) = keys.first().expect("the question was posted").clone();
+    // The approval function records where it asked right after the post.
+    for _ in 0..50 {
+        let stored = w
+            .store
+            .approval(&ApprovalSelector::Key(key.clone()))
+            .await
+            .unwrap();
+        if stored.and_then(|a| a.message).is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (code, out, err) = cli(
+        &w,
+        Some((ONCALL_ROLE, "alice@example.com")),
+        &["approve", "--key", &key, "--yes"],
+        "",
+    )
+    .await;
+    assert_eq!(code, 0, "{out}{err}\n{}", w.lambdas.output());
+    let e = super::ended(&w, &run).await;
+    assert_eq!(e.status, "SUCCEEDED", "{} {:?}", super::path(&e), e.cause);
+    assert_eq!(e.output["approval"]["approver_id"], ALICE);
+    let updates: Vec<_> = w
+        .slack
+        .calls()
+        .into_iter()
+        .filter(|c| c.path == "/api/chat.update")
+        .collect();
+    let update = updates
+        .iter()
+        .find(|u| u.body.to_string().contains(&run.incident))
+        .unwrap_or_else(|| panic!("a chat.update of this run's question: {updates:?}"));
+    assert_eq!(update.status, 200, "{:?}", update.body);
+    let blocks = update.body["blocks"].to_string();
+    assert!(
+        !blocks.contains(handover::slack::message::BLOCK_ACTIONS),
+        "the buttons go: {blocks}"
+    );
+    assert!(
+        blocks.contains(ALICE) && blocks.contains("with the handover CLI"),
+        "{blocks}"
+    );
+}

@@ -23,8 +23,11 @@ use crate::clock::Clock;
 use crate::error::chain;
 use crate::execution::ExecutionInput;
 use crate::report::sources::ExecutionLookup;
+use crate::slack::api::SlackApi;
+use crate::slack::message::{self, Decided};
+use crate::slack::secrets::{SecretReader, SlackSecret, read_slack};
 use crate::store::Store;
-use crate::store::approval::{ApprovalRecord, ApprovalSelector, Decision};
+use crate::store::approval::{ApprovalRecord, ApprovalSelector, Decision, PostedQuestion};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -192,10 +195,14 @@ fn view(r: &ApprovalRecord, plan: &crate::plan::Plan) -> ApprovalView {
 }
 
 /// The server side of `handover approve` / `reject`.
-pub struct IamDecider<'a, T, L> {
+pub struct IamDecider<'a, T, L, S> {
     /// The stack's plan (loaded at cold start): its `cli_approvers` bound
-    /// every run's.
+    /// every run's; its bot token updates the Slack message.
     pub deployed: &'a crate::plan::Plan,
+    /// The Slack Web API (`chat.update` of the question once decided).
+    pub slack: &'a SlackApi,
+    /// Secrets Manager (the bot token, read only when a message is updated).
+    pub secrets: &'a S,
     /// The Handover table.
     pub store: &'a Store,
     /// Step Functions (the decision).
@@ -208,7 +215,9 @@ pub struct IamDecider<'a, T, L> {
     pub budget: Duration,
 }
 
-impl<T: TaskCallback + Sync, L: ExecutionLookup + Sync> IamDecider<'_, T, L> {
+impl<T: TaskCallback + Sync, L: ExecutionLookup + Sync, S: SecretReader + Sync>
+    IamDecider<'_, T, L, S>
+{
     /// One request: `caller` is the principal API Gateway authenticated
     /// (None when the event carries none), `body` the JSON sent.
     pub async fn handle(&self, caller: Option<&str>, body: &[u8]) -> DecisionReply {
@@ -415,7 +424,49 @@ impl<T: TaskCallback + Sync, L: ExecutionLookup + Sync> IamDecider<'_, T, L> {
             // Only a question that asked about data loss can be acknowledged.
             data_loss_acknowledged: decision == Decision::Approve && record.data_loss,
         };
-        reply_of(apply.apply(&deciding, deadline).await, caller, record)
+        let outcome = apply.apply(&deciding, deadline).await;
+        if let (Outcome::Decided(d) | Outcome::AlreadyDelivered(d), Some(posted)) =
+            (&outcome, &record.message)
+        {
+            self.update_message(posted, d, deadline).await;
+        }
+        reply_of(outcome, caller, record)
+    }
+
+    /// Replace the Slack message that asked with who decided, buttons gone,
+    /// as a click does through its `response_url`. Best effort: the run
+    /// has the decision already; a failure is logged.
+    async fn update_message(&self, posted: &PostedQuestion, d: &Decided, deadline: Instant) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left < Duration::from_millis(300) {
+            warn!(ts = %posted.ts, "no time left to update the Slack message");
+            return;
+        }
+        let blocks: Vec<serde_json::Value> =
+            serde_json::from_str(&posted.blocks).unwrap_or_default();
+        let body = message::decided(Some(&blocks), d);
+        let blocks = body["blocks"].as_array().cloned().unwrap_or_default();
+        let text = body["text"].as_str().unwrap_or_default();
+        let update = async {
+            let token = read_slack(
+                self.secrets,
+                &self.deployed.slack.bot_token_secret_arn,
+                SlackSecret::BotToken,
+            )
+            .await
+            .map_err(|e| chain(&e))?;
+            self.slack
+                .update_message(&token, &posted.channel, &posted.ts, text, &blocks, left)
+                .await
+                .map_err(|e| chain(&e))
+        };
+        match timeout(left, update).await {
+            Ok(Ok(())) => {
+                info!(channel = %posted.channel, ts = %posted.ts, "slack message updated with the cli decision")
+            }
+            Ok(Err(e)) => warn!(error = %e, "updating the Slack message failed"),
+            Err(_) => warn!("updating the Slack message timed out"),
+        }
     }
 }
 

@@ -8,7 +8,7 @@ use crate::execution::{Diagnosis, ExecutionState};
 use crate::slack::api::{Posted, SlackApi, SlackError};
 use crate::slack::message::{self, ApprovalView, CliHint};
 use crate::slack::secrets::{SecretError, SecretReader};
-use crate::store::approval::{NewApproval, PutApprovalOutcome};
+use crate::store::approval::{NewApproval, PostedQuestion, PutApprovalOutcome};
 use crate::store::{Store, StoreError};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -17,6 +17,8 @@ use tracing::{info, warn};
 /// Fresh keys tried before giving up (a collision of 128 random bits means
 /// the random source is broken, not bad luck).
 const KEY_ATTEMPTS: u32 = 3;
+/// The most recording the posted message may take (best effort).
+const MESSAGE_RECORD_CAP: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The task's payload, as the state machine sends it:
 /// `{"token.$": "$$.Task.Token", "execution.$": "$$.Execution.Id", "state.$": "$"}`.
@@ -180,6 +182,25 @@ impl<S: SecretReader + Sync, N: OperatorNotice + Sync> Requester<'_, S, N> {
             .await
         {
             Ok(posted) => {
+                // Where it was asked, so a decision made without Slack (the
+                // CLI) can update it. Best effort: the question is asked
+                // either way, and a click updates the message itself.
+                let question = PostedQuestion {
+                    channel: posted.channel.clone(),
+                    ts: posted.ts.clone(),
+                    blocks: serde_json::to_string(&blocks).unwrap_or_default(),
+                };
+                match tokio::time::timeout(
+                    MESSAGE_RECORD_CAP,
+                    self.store.set_approval_message(&key, &question),
+                )
+                .await
+                {
+                    Ok(Ok(())) => {}
+                    other => {
+                        warn!(key = %key, result = ?other.map(|r| r.map_err(|e| crate::error::chain(&e))), "could not record where the question was posted: a CLI decision will not update the message")
+                    }
+                }
                 info!(
                     incident = %state.input.incident_id,
                     key = %key,

@@ -163,54 +163,77 @@ impl SlackApi {
         const METHOD: &str = "chat.postMessage";
         let body =
             json!({ "channel": channel, "text": text, "blocks": blocks, "unfurl_links": false });
-        let bearer = bearer(token, METHOD)?;
-        let url = format!("{}/{METHOD}", self.base);
-        let (url, bearer, body) = (&url, &bearer, &body);
-        self.with_retries(METHOD, self.retry, || async move {
+        let answer = self.write(METHOD, token, &body, self.retry).await?;
+        match (answer["channel"].as_str(), answer["ts"].as_str()) {
+            (Some(channel), Some(ts)) => Ok(Posted {
+                channel: channel.to_owned(),
+                ts: ts.to_owned(),
+            }),
+            _ => Err(SlackError::Answer {
+                method: METHOD,
+                problem: "ok without channel and ts".into(),
+            }),
+        }
+    }
+
+    /// Replace the message `ts` in `channel` (the channel id
+    /// `chat.postMessage` answered) with `blocks` and `text`
+    /// (docs.slack.dev/reference/methods/chat.update), within `budget`.
+    #[instrument(skip(self, token, text, blocks))]
+    pub async fn update_message(
+        &self,
+        token: &Secret,
+        channel: &str,
+        ts: &str,
+        text: &str,
+        blocks: &[Value],
+        budget: Duration,
+    ) -> Result<(), SlackError> {
+        let body = json!({ "channel": channel, "ts": ts, "text": text, "blocks": blocks });
+        let policy = RetryPolicy {
+            attempts: 2,
+            first_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_millis(200),
+            attempt_timeout: self.retry.attempt_timeout.min(budget),
+        };
+        self.write("chat.update", token, &body, policy)
+            .await
+            .map(|_| ())
+    }
+
+    /// A write method of the Web API: a JSON body with the bot token as
+    /// bearer; the whole answer when `ok`.
+    async fn write(
+        &self,
+        method: &'static str,
+        token: &Secret,
+        body: &Value,
+        policy: RetryPolicy,
+    ) -> Result<Value, SlackError> {
+        let bearer = bearer(token, method)?;
+        let url = format!("{}/{method}", self.base);
+        let (url, bearer) = (&url, &bearer);
+        self.with_retries(method, policy, || async move {
             let resp = self
                 .http
                 .post(url)
                 .header(AUTHORIZATION, bearer.clone())
                 .json(body)
-                .timeout(self.retry.attempt_timeout)
+                .timeout(policy.attempt_timeout)
                 .send()
                 .await
-                .map_err(|e| network(METHOD, e))?;
+                .map_err(|e| network(method, e))?;
             let retry_after = retry_after(&resp);
             let status = resp.status().as_u16();
             if status != 200 {
-                return Err((
-                    SlackError::Status {
-                        method: METHOD,
-                        status,
-                    },
-                    retry_after,
-                ));
+                return Err((SlackError::Status { method, status }, retry_after));
             }
-            let answer: Value = resp.json().await.map_err(|e| network(METHOD, e))?;
+            let answer: Value = resp.json().await.map_err(|e| network(method, e))?;
             if answer["ok"] != Value::Bool(true) {
                 let error = answer["error"].as_str().unwrap_or("unknown").to_owned();
-                return Err((
-                    SlackError::Api {
-                        method: METHOD,
-                        error,
-                    },
-                    retry_after,
-                ));
+                return Err((SlackError::Api { method, error }, retry_after));
             }
-            match (answer["channel"].as_str(), answer["ts"].as_str()) {
-                (Some(channel), Some(ts)) => Ok(Posted {
-                    channel: channel.to_owned(),
-                    ts: ts.to_owned(),
-                }),
-                _ => Err((
-                    SlackError::Answer {
-                        method: METHOD,
-                        problem: "ok without channel and ts".into(),
-                    },
-                    None,
-                )),
-            }
+            Ok(answer)
         })
         .await
     }

@@ -175,10 +175,15 @@ pub fn decided(original: Option<&[Value]>, d: &Decided) -> Value {
     } else {
         ""
     };
+    // A Slack user is mentioned; an IAM principal (the CLI) is named.
+    let who = if d.approver_id.starts_with("arn:") {
+        format!("`{}`, with the handover CLI", d.approver_id)
+    } else {
+        format!("<@{}>", d.approver_id)
+    };
     let line = format!(
-        "{icon} *{verb}* by {} (<@{}>) at {}{ack}",
+        "{icon} *{verb}* by {} ({who}) at {}{ack}",
         d.approver_name,
-        d.approver_id,
         slack_date(d.at)
     );
     let mut blocks: Vec<Value> = original

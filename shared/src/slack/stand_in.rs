@@ -1,7 +1,8 @@
 //! A loopback Slack for tests and drills, and clicks signed exactly as Slack
 //! signs them.
 //!
-//! [`SlackStandIn`] serves `POST /api/chat.postMessage`, the read methods
+//! [`SlackStandIn`] serves `POST /api/chat.postMessage`, `chat.update` (of a
+//! message it posted), the read methods
 //! readiness calls (`auth.test`, `conversations.info`, `users.info`, shaped
 //! as docs.slack.dev/reference/methods documents them) and
 //! `POST /actions/...` (response URLs) on a free 127.0.0.1 port, records every
@@ -306,6 +307,28 @@ fn slack(state: &Mutex<State>, req: HttpRequest) -> HttpResponse {
                 HttpResponse::json(
                     200,
                     json!({"ok": true, "channel": body["channel"], "ts": ts}),
+                )
+            }
+        }
+        // docs.slack.dev/reference/methods/chat.update: a message this
+        // stand-in posted, by the channel id and ts it answered.
+        None if req.path == "/api/chat.update" => {
+            let posted = body["ts"]
+                .as_str()
+                .and_then(|ts| ts.strip_prefix("1764511915."))
+                .and_then(|n| n.parse::<u64>().ok())
+                .is_some_and(|n| (1..=s.posted).contains(&n));
+            if req
+                .header("authorization")
+                .is_none_or(|a| !a.starts_with("Bearer "))
+            {
+                HttpResponse::json(200, json!({"ok": false, "error": "not_authed"}))
+            } else if !posted {
+                HttpResponse::json(200, json!({"ok": false, "error": "message_not_found"}))
+            } else {
+                HttpResponse::json(
+                    200,
+                    json!({"ok": true, "channel": body["channel"], "ts": body["ts"], "text": body["text"]}),
                 )
             }
         }

@@ -115,6 +115,20 @@ pub struct ApprovalRecord {
     /// Who sent the delivery that reached it: the decider, or another
     /// session of the same CLI role that re-sent it.
     pub delivered_by: Option<String>,
+    /// The Slack message that asked, once posted: a decision made without
+    /// Slack (the CLI) updates it.
+    pub message: Option<PostedQuestion>,
+}
+
+/// The Slack message that asked an approval: where it is and what it showed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PostedQuestion {
+    /// The channel id `chat.postMessage` answered.
+    pub channel: String,
+    /// The message's `ts`.
+    pub ts: String,
+    /// Its blocks, as JSON (the buttons go when it is updated).
+    pub blocks: String,
 }
 
 /// A consumed approval: what the `slack` function needs to resume the run.
@@ -330,7 +344,43 @@ impl Store {
             decided,
             delivered_at: a.opt_time_ms("delivered_ms")?,
             delivered_by: a.opt_s("delivered_by")?,
+            message: match (
+                a.opt_s("slack_channel")?,
+                a.opt_s("slack_ts")?,
+                a.opt_s("slack_blocks")?,
+            ) {
+                (Some(channel), Some(ts), Some(blocks)) => Some(PostedQuestion {
+                    channel,
+                    ts,
+                    blocks,
+                }),
+                _ => None,
+            },
         }))
+    }
+
+    /// Record where the question was posted, so a decision made without
+    /// Slack can update the message. Only on a stored key; never changes
+    /// anything else about it.
+    pub async fn set_approval_message(
+        &self,
+        key: &str,
+        posted: &PostedQuestion,
+    ) -> Result<(), StoreError> {
+        let pk = approval_key(key);
+        self.client()
+            .update_item()
+            .table_name(self.table())
+            .set_key(Some(Self::key(&pk)))
+            .update_expression("SET slack_channel = :c, slack_ts = :t, slack_blocks = :b")
+            .condition_expression("attribute_exists(pk)")
+            .expression_attribute_values(":c", s(&posted.channel))
+            .expression_attribute_values(":t", s(&posted.ts))
+            .expression_attribute_values(":b", s(&posted.blocks))
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| call_error("UpdateItem", &pk, e))
     }
 
     /// Consume `key` once: only a pending, unexpired key moves to decided.
