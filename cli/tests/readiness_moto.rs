@@ -148,6 +148,7 @@ async fn the_world_the_plan_needs_is_ready_and_json_names_every_check() {
         "rds.s_replica_of_p",
         "rds.p_backups",
         "rds.replica_lag",
+        "rds.s_maintenance",
         "secrets.db_user",
         "detection.health_check_target",
         "detection.probe_endpoint",
@@ -216,4 +217,46 @@ async fn a_fence_group_that_admits_anyone_and_a_bot_outside_the_channel_fail_rea
         "{calls:?}"
     );
     assert!(!out.contains("xoxb-") && !err.contains("xoxb-"));
+}
+
+/// RDS schedules an OS update for S tonight (DescribePendingMaintenanceActions,
+/// which the router serves as RDS answers it): readiness fails with the
+/// command that applies it in a quiet hour; a week away it only warns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn maintenance_pending_on_s_fails_readiness_when_due_and_warns_when_later() {
+    let (plan, table, slack) = world("handover").await;
+    let s = plan.regions.standby.db_instance_id.clone();
+    let due = |hours: i64| {
+        (chrono::Utc::now() + chrono::Duration::hours(hours))
+            .format("%Y-%m-%dT%H:%M:%SZ")
+            .to_string()
+    };
+    handover_testkit::control(
+        "maintenance",
+        serde_json::json!({ &s: [{
+            "action": "system-update",
+            "description": "New Operating System update is available",
+            "current_apply_date": due(5),
+            "auto_applied_after_date": due(5),
+        }]}),
+    )
+    .await;
+    let (code, out, err) = readiness(&plan, &table, &slack.api_base(), false);
+    assert_eq!(code, 5, "{out}{err}");
+    assert!(
+        out.contains(&format!(
+            "FAIL rds.s_maintenance: observed {s} has pending maintenance: system-update (due "
+        )),
+        "{out}"
+    );
+    assert!(out.contains("apply-pending-maintenance-action"), "{out}");
+    handover_testkit::control(
+        "maintenance",
+        serde_json::json!({ &s: [{"action": "db-upgrade", "forced_apply_date": due(24 * 10)}] }),
+    )
+    .await;
+    let (_, out, _) = readiness(&plan, &table, &slack.api_base(), false);
+    assert!(out.contains("WARN rds.s_maintenance"), "{out}");
+    assert!(out.contains("db-upgrade (due "), "{out}");
+    handover_testkit::control("maintenance", serde_json::json!({ &s: null })).await;
 }

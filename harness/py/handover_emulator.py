@@ -37,6 +37,8 @@ One process, two listeners on 127.0.0.1:
 Control endpoints (JSON): ``POST /_handover/faults``, ``POST /_handover/health``,
 ``POST /_handover/lambda`` (``{"upstream": "http://127.0.0.1:PORT"}``),
 ``POST /_handover/apigw`` (``{"routes": [{"method", "path", "function", "auth"}]}``),
+``POST /_handover/maintenance`` (``{"<db id>": [pending actions]}``: RDS's
+DescribePendingMaintenanceActions, which moto lacks),
 ``GET /_handover/calls`` (a log of AWS actions seen, for exact-call assertions),
 ``POST /_handover/model`` (``{"<model id>": {"text": "..."}}``), ``GET /_handover/model``
 (the Converse requests seen, by model id), ``POST /_handover/sns`` (an http
@@ -612,6 +614,11 @@ class World:
         # "METHOD /path" -> {"function": binary name, "auth": "AWS_IAM"}: the
         # HTTP API routes the router serves as API Gateway does.
         self.routes: dict[str, dict] = {}
+        # DB instance identifier -> the maintenance RDS has pending for it, as
+        # DescribePendingMaintenanceActions lists it (moto has no such call):
+        # [{"action", "description", "current_apply_date", "forced_apply_date",
+        #   "auto_applied_after_date", "opt_in_status"}] (dates ISO 8601).
+        self.maintenance: dict[str, list] = {}
         self.calls: list[dict] = []
         self.models: dict[str, dict] = {}  # model id -> {"text": answer}
         self.converse: dict[str, list] = {}  # model id -> request bodies seen
@@ -629,6 +636,7 @@ class World:
             self.rules.clear()
             self.fault_log.clear()
             self.health.clear()
+            self.maintenance.clear()
             REALISM.clear()
             REALISM["*"] = dict(REALISM_DEFAULTS)
             DATABASES.clear()
@@ -996,6 +1004,9 @@ def make_handler(world: World):
                     return self._health_status(m.group(1))
                 if path.startswith("/2013-04-01/testdnsanswer") and method == "GET":
                     return self._test_dns_answer(path)
+            if service == "rds" and action_of(self.headers, path, body, service, method) \
+                    == "DescribePendingMaintenanceActions":
+                return self._pending_maintenance(body, service_region(self.headers)[1])
             if service == "bedrock":
                 m = re.match(r"^/model/([^/]+)/converse$", path.split("?")[0])
                 if m and method == "POST":
@@ -1165,6 +1176,44 @@ def make_handler(world: World):
                     "<Protocol>UDP</Protocol></TestDNSAnswerResponse>")
             self._send(200, body.encode(), {"Content-Type": "text/xml"})
 
+        def _pending_maintenance(self, body: bytes, region: str) -> None:
+            """DescribePendingMaintenanceActions (RDS API Reference): the actions
+            a test set for the instances the `db-instance-id` filter (an
+            identifier or an ARN) or ResourceIdentifier names; all of them
+            without either."""
+            q = urllib.parse.parse_qs(body.decode("utf-8", "replace"))
+            wanted = set(q.get("ResourceIdentifier", []))
+            for k, v in q.items():
+                m = re.match(r"^Filters\.Filter\.(\d+)\.Name$", k)
+                if m and v[0] == "db-instance-id":
+                    n = m.group(1)
+                    wanted |= {vals[0] for key, vals in q.items()
+                               if key.startswith(f"Filters.Filter.{n}.Values.")}
+            wanted = {w.rsplit(":", 1)[-1] for w in wanted}
+            with world.lock:
+                found = {i: list(a) for i, a in world.maintenance.items() if not wanted or i in wanted}
+            items = ""
+            for ident, actions in found.items():
+                details = "".join(
+                    "<PendingMaintenanceAction>"
+                    + "".join(f"<{tag}>{escape(str(a[key]))}</{tag}>" for key, tag in (
+                        ("action", "Action"), ("description", "Description"),
+                        ("auto_applied_after_date", "AutoAppliedAfterDate"),
+                        ("forced_apply_date", "ForcedApplyDate"), ("opt_in_status", "OptInStatus"),
+                        ("current_apply_date", "CurrentApplyDate")) if a.get(key))
+                    + "</PendingMaintenanceAction>"
+                    for a in actions)
+                items += ("<ResourcePendingMaintenanceActions>"
+                          f"<ResourceIdentifier>arn:aws:rds:{region}:123456789012:db:{escape(ident)}</ResourceIdentifier>"
+                          f"<PendingMaintenanceActionDetails>{details}</PendingMaintenanceActionDetails>"
+                          "</ResourcePendingMaintenanceActions>")
+            out = ('<DescribePendingMaintenanceActionsResponse xmlns="http://rds.amazonaws.com/doc/2014-10-31/">'
+                   f"<DescribePendingMaintenanceActionsResult><PendingMaintenanceActions>{items}"
+                   "</PendingMaintenanceActions></DescribePendingMaintenanceActionsResult>"
+                   "<ResponseMetadata><RequestId>handover-maintenance</RequestId></ResponseMetadata>"
+                   "</DescribePendingMaintenanceActionsResponse>")
+            self._send(200, out.encode(), {"Content-Type": "text/xml"})
+
         def _converse(self, model_id: str, body: bytes) -> None:
             """Converse's answer shape; the text is the test's, or says no model ran."""
             try:
@@ -1262,6 +1311,9 @@ def make_handler(world: World):
                 with world.lock:
                     world.routes.update(routes)
                     return self._json(200, world.routes)
+            if path == "/_handover/maintenance" and method == "POST":
+                # {"<db id>": [action, ...]} or null to clear one.
+                return self._json(200, merge(world, world.maintenance, doc, list))
             if path == "/_handover/model" and method == "POST":
                 return self._json(200, merge(world, world.models, doc))
             if path == "/_handover/model" and method == "GET":

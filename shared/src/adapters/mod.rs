@@ -26,7 +26,7 @@ pub use bedrock::{Ask, Bedrock, TextModel};
 pub use cloudwatch::{Alarms, CloudWatch, LagSample, ReplicaLag};
 pub use elbv2::{Elbv2, TargetCounts, TargetHealth};
 pub use http::{EndpointProbe, HttpProbe, ProbeResult};
-pub use rds::{DbInspector, DbInstance, Rds};
+pub use rds::{DbInspector, DbInstance, MaintenanceReader, PendingMaintenance, Rds};
 pub use route53::{HealthChecks, Route53};
 pub use sfn::{ExecutionStarter, Sfn, StartOutcome};
 pub use sns::{OperatorNotice, Sns};

@@ -40,6 +40,32 @@ pub struct DbInstance {
     pub vpc_id: Option<String>,
 }
 
+/// One maintenance action RDS has pending for an instance
+/// (DescribePendingMaintenanceActions, `PendingMaintenanceAction`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingMaintenance {
+    /// `system-update`, `db-upgrade`, `os-upgrade`, `hardware-maintenance`, …
+    pub action: String,
+    /// RDS's description.
+    pub description: Option<String>,
+    /// When RDS will apply it, all opt-ins and forced dates considered
+    /// (blank when nothing is scheduled yet).
+    pub current_apply: Option<DateTime<Utc>>,
+    /// The date after which RDS applies it regardless.
+    pub forced_apply: Option<DateTime<Utc>>,
+}
+
+/// Read the maintenance RDS has pending for an instance
+/// (rds:DescribePendingMaintenanceActions).
+pub trait MaintenanceReader {
+    /// The pending actions of instance `id` (empty: none).
+    fn pending_maintenance(
+        &self,
+        id: &str,
+        budget: Duration,
+    ) -> impl std::future::Future<Output = Result<Vec<PendingMaintenance>, AwsError>> + Send;
+}
+
 /// Describe DB instances.
 pub trait DbInspector {
     /// Describe `id`; `Ok(None)` when it does not exist.
@@ -125,6 +151,54 @@ impl From<&aws_sdk_rds::types::DbInstance> for DbInstance {
                 .and_then(|g| g.vpc_id())
                 .map(str::to_owned),
         }
+    }
+}
+
+impl MaintenanceReader for Rds {
+    #[instrument(skip(self), fields(region = %self.region))]
+    async fn pending_maintenance(
+        &self,
+        id: &str,
+        budget: Duration,
+    ) -> Result<Vec<PendingMaintenance>, AwsError> {
+        bounded(
+            "rds",
+            "DescribePendingMaintenanceActions",
+            &self.region,
+            budget,
+            async {
+                // The filter takes an identifier or an ARN (RDS API Reference).
+                let filter = aws_sdk_rds::types::Filter::builder()
+                    .name("db-instance-id")
+                    .values(id)
+                    .build();
+                let out = self
+                    .client
+                    .describe_pending_maintenance_actions()
+                    .filters(filter)
+                    .send()
+                    .await
+                    .map_err(|e| {
+                        call_error("rds", "DescribePendingMaintenanceActions", &self.region, e)
+                    })?;
+                Ok(out
+                    .pending_maintenance_actions()
+                    .iter()
+                    .filter(|r| {
+                        r.resource_identifier()
+                            .is_none_or(|arn| crate::failover::promote::names_instance(arn, id))
+                    })
+                    .flat_map(|r| r.pending_maintenance_action_details())
+                    .map(|a| PendingMaintenance {
+                        action: a.action().unwrap_or("unknown").to_owned(),
+                        description: a.description().map(str::to_owned),
+                        current_apply: to_time(a.current_apply_date()),
+                        forced_apply: to_time(a.forced_apply_date()),
+                    })
+                    .collect())
+            },
+        )
+        .await
     }
 }
 

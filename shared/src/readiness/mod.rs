@@ -17,7 +17,9 @@
 //! exactly what its code calls), S's capacity (ECS, Auto Scaling, EKS) and
 //! RDS pending maintenance.
 
-use crate::adapters::{AwsError, DbInspector, DbInstance, LagSample, ReplicaLag};
+use crate::adapters::{
+    AwsError, DbInspector, DbInstance, LagSample, MaintenanceReader, PendingMaintenance, ReplicaLag,
+};
 use crate::aws::GLOBAL_METRICS_REGION;
 use crate::failover::canary::{Secrets, probe_read_only};
 use crate::failover::verify::DnsAnswers;
@@ -207,6 +209,8 @@ pub struct Snapshot {
     pub s_db: Result<Option<DbInstance>, String>,
     /// S's newest ReplicaLag sample in the last 5 minutes.
     pub lag: Result<Option<LagSample>, String>,
+    /// The maintenance RDS has pending for S.
+    pub s_maintenance: Result<Vec<PendingMaintenance>, String>,
     /// S's DB secrets and the user each names.
     pub secret_usernames: Vec<(String, Result<Option<String>, String>)>,
     /// The canary's read-only probe of S (None: http canary).
@@ -225,6 +229,66 @@ pub struct Snapshot {
     pub fence_group: Result<Option<FenceGroup>, String>,
     /// Slack, as the bot sees it.
     pub slack: SlackFacts,
+}
+
+/// Maintenance RDS applies within this long counts as under way: S may be
+/// mid-maintenance (upgrading, rebooting) when a failover needs it, and
+/// PromoteReadReplica is refused until S is available again.
+const MAINTENANCE_IMMINENT_H: i64 = 24;
+
+/// `rds.s_maintenance`: pending maintenance on S, the instance a failover
+/// promotes. Applied in S's maintenance window (or at once past its forced
+/// date), it makes S `upgrading` or `rebooting` for minutes.
+fn maintenance_check(
+    st: &crate::plan::Site,
+    pending: &Result<Vec<PendingMaintenance>, String>,
+    now: DateTime<Utc>,
+) -> Check {
+    const ID: &str = "rds.s_maintenance";
+    const EXPECTED: &str = "no maintenance pending on S, or none due within a day";
+    let actions = match pending {
+        Ok(a) => a,
+        Err(e) => return unread(ID, "S's pending maintenance", e, EXPECTED),
+    };
+    if actions.is_empty() {
+        return check(
+            ID,
+            Verdict::Pass,
+            format!("no maintenance pending on {}", st.db_instance_id),
+            EXPECTED,
+            "",
+        );
+    }
+    let due = |a: &PendingMaintenance| {
+        [a.current_apply, a.forced_apply]
+            .into_iter()
+            .flatten()
+            .min()
+    };
+    let soon = actions.iter().any(|a| {
+        due(a).is_some_and(|d| d <= now + chrono::Duration::hours(MAINTENANCE_IMMINENT_H))
+    });
+    let listed: Vec<String> = actions
+        .iter()
+        .map(|a| match due(a) {
+            Some(d) => format!("{} (due {})", a.action, d.format("%Y-%m-%d %H:%M UTC")),
+            None => format!("{} (not scheduled)", a.action),
+        })
+        .collect();
+    check(
+        ID,
+        if soon { Verdict::Fail } else { Verdict::Warn },
+        format!(
+            "{} has pending maintenance: {}",
+            st.db_instance_id,
+            listed.join(", ")
+        ),
+        EXPECTED,
+        &format!(
+            "Apply it in a quiet hour, when no failover is likely (aws rds apply-pending-maintenance-action --region {} --resource-identifier <S's ARN> --apply-action <action> --opt-in-type immediate): while RDS applies it S is not available and cannot be promoted.",
+            st.region
+        ),
+    )
 }
 
 fn check(id: &str, verdict: Verdict, observed: String, expected: &str, fix: &str) -> Check {
@@ -415,6 +479,7 @@ pub fn evaluate_for(plan: &Plan, s: &Snapshot, own_run: Option<&str>) -> Readine
         ),
         Err(e) => unread("rds.replica_lag", "ReplicaLag", e, "lag under the RPO target"),
     });
+    out.push(maintenance_check(st, &s.s_maintenance, s.at));
     // --- Secrets -----------------------------------------------------------
     for (arn, user) in &s.secret_usernames {
         let id = "secrets.db_user";
@@ -1281,7 +1346,7 @@ pub async fn observe<P, S, L, C, A, R, K, U, F, W>(
 ) -> Snapshot
 where
     P: DbInspector + Sync,
-    S: DbInspector + Sync,
+    S: DbInspector + MaintenanceReader + Sync,
     L: ReplicaLag + Sync,
     C: DnsConfig + Sync,
     A: DnsAnswers + Sync,
@@ -1294,9 +1359,10 @@ where
     let budget = Duration::from_millis(plan.timings.call_timeout_ms);
     let text = |e: AwsError| crate::error::chain(&e);
     let (p, st) = (&plan.regions.primary, &plan.regions.standby);
-    let (p_db, s_db, lag, hc, ttls) = tokio::join!(
+    let (p_db, s_db, s_maintenance, lag, hc, ttls) = tokio::join!(
         src.p_rds.describe(&p.db_instance_id, budget),
         src.s_rds.describe(&st.db_instance_id, budget),
+        src.s_rds.pending_maintenance(&st.db_instance_id, budget),
         src.lag.latest_lag(
             &st.db_instance_id,
             now,
@@ -1333,6 +1399,7 @@ where
         p_db: p_db.map_err(text),
         s_db,
         lag: lag.map_err(text),
+        s_maintenance: s_maintenance.map_err(text),
         secret_usernames,
         canary,
         p_health_check: hc.map_err(text),

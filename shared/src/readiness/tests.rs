@@ -46,6 +46,7 @@ fn healthy(plan: &Plan) -> Snapshot {
             seconds: 2.0,
             at: at(29),
         })),
+        s_maintenance: Ok(Vec::new()),
         secret_usernames: standby_db_secrets(plan)
             .into_iter()
             .map(|arn| (arn, Ok(Some("shop_admin".to_owned()))))
@@ -245,6 +246,47 @@ fn replica_lag_over_the_rpo_target_fails_and_half_of_it_warns() {
             at: at(29),
         }));
     });
+}
+
+#[test]
+fn maintenance_due_on_s_within_a_day_fails_and_later_warns() {
+    use crate::adapters::PendingMaintenance;
+    let pending = |due_h: Option<i64>| PendingMaintenance {
+        action: "system-update".into(),
+        description: Some("New Operating System update is available".into()),
+        current_apply: due_h.map(|h| at(30) + chrono::Duration::hours(h)),
+        forced_apply: None,
+    };
+    // Applied in S's window tonight: S may be mid-upgrade when needed.
+    drift(
+        "rds.s_maintenance",
+        Verdict::Fail,
+        "apply-pending-maintenance-action",
+        |_, s| {
+            s.s_maintenance = Ok(vec![pending(Some(6))]);
+        },
+    );
+    // Scheduled next week, or not scheduled at all: worth knowing.
+    drift("rds.s_maintenance", Verdict::Warn, "quiet hour", |_, s| {
+        s.s_maintenance = Ok(vec![pending(Some(24 * 7))]);
+    });
+    drift("rds.s_maintenance", Verdict::Warn, "quiet hour", |_, s| {
+        s.s_maintenance = Ok(vec![pending(None)]);
+    });
+    // A forced date already passed counts, whatever the opt-in says.
+    drift("rds.s_maintenance", Verdict::Fail, "quiet hour", |_, s| {
+        let mut a = pending(Some(24 * 30));
+        a.forced_apply = Some(at(0));
+        s.s_maintenance = Ok(vec![a]);
+    });
+    drift(
+        "rds.s_maintenance",
+        Verdict::Warn,
+        "Grant the read call",
+        |_, s| {
+            s.s_maintenance = Err("rds:DescribePendingMaintenanceActions: AccessDenied".into());
+        },
+    );
 }
 
 #[test]
