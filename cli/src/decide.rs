@@ -3,11 +3,12 @@
 //! stack's decision endpoint, `POST /decisions` behind API Gateway's
 //! `AWS_IAM` authorisation. Everything that makes a decision safe runs
 //! there, not here: API Gateway authenticates the principal, and the slack
-//! function checks the run's own plan (`cli_approvers`), refuses an ended
-//! run or a stale key, and consumes the key once
-//! (`handover::approval::iam`). Nothing on this machine can skip it: the
-//! operator policies grant neither the approval keys (their task tokens)
-//! nor SendTaskSuccess.
+//! function checks the stack's and the run's plan (`cli_approvers`),
+//! refuses an ended run or a stale key, and consumes the key once
+//! (`handover::approval::iam`). The operator policies grant neither the
+//! approval keys nor SendTaskSuccess, and fence and promote act only on the
+//! decision the key records, so a decision sent around the endpoint moves
+//! nothing.
 //!
 //! Before it decides it asks the endpoint for the question (nothing
 //! changes), shows it, and asks the operator to type the decision; `--yes`
@@ -140,6 +141,37 @@ impl Endpoint {
     }
 }
 
+/// The endpoint must be HTTPS (plain HTTP only to this machine: the local
+/// world), and an API Gateway URL's Region must be the one the request is
+/// signed for: API Gateway refuses a signature scoped to another Region,
+/// and during an incident `AWS_REGION` is easily P's.
+fn check_endpoint(url: &str, region: &str) -> Result<(), Failure> {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let host = rest.split(['/', ':', '?']).next().unwrap_or_default();
+    let loopback = host == "localhost" || host == "[::1]" || host.starts_with("127.");
+    if scheme != "https" && !(scheme == "http" && loopback) {
+        return Err((
+            2,
+            format!(
+                "--decision-url {url:?}: the decision endpoint is HTTPS (the stack output DecisionUrl)"
+            ),
+        ));
+    }
+    // <api-id>.execute-api.<region>.amazonaws.com[.cn]
+    let parts: Vec<&str> = host.split('.').collect();
+    if let [_, "execute-api", host_region, ..] = parts.as_slice()
+        && *host_region != region
+    {
+        return Err((
+            2,
+            format!(
+                "--decision-url is in {host_region}, but the request would be signed for {region}: pass --region {host_region} (the stack's Region, S)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Which approval: the flag given, or the failover holding the lock.
 async fn request(args: &InitArgs, region: &str, aws: &Aws) -> Result<DecisionRequest, Failure> {
     let flags = &args.extra;
@@ -204,10 +236,11 @@ fn outcome(reply: DecisionReply) -> Result<String, Failure> {
             "the endpoint only showed the question: {}",
             reply.text
         ))),
-        ReplyKind::AlreadyDecided
-        | ReplyKind::Closed
-        | ReplyKind::Unknown
-        | ReplyKind::Forbidden => Err(refused(reply.text)),
+        ReplyKind::AlreadyDecided | ReplyKind::Unknown | ReplyKind::Forbidden => {
+            Err(refused(reply.text))
+        }
+        // The key may have been consumed: not "nothing changed".
+        ReplyKind::Closed => Err((3, format!("refused: {}", reply.text))),
         ReplyKind::BadRequest => Err((2, reply.text)),
         ReplyKind::Unauthenticated | ReplyKind::Unsure | ReplyKind::Failed => {
             Err(failed(reply.text))
@@ -243,6 +276,7 @@ pub async fn decide(args: &InitArgs, decision: Decision) -> Result<String, Failu
         .ok_or_else(|| {
             usage("no decision endpoint: pass --decision-url or set HANDOVER_DECISION_URL (the stack output DecisionUrl; the Slack message and the operator notice name it)")
         })?;
+    check_endpoint(&url, &region)?;
     let aws = Aws::named(CLI_APP_NAME);
     let mut req = request(args, &region, &aws).await?;
     let endpoint = Endpoint {

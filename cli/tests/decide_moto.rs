@@ -41,9 +41,13 @@ fn unknown_keys() -> Creds {
 }
 
 fn cli(args: &[&str], creds: &Creds, url: Option<&str>) -> (i32, String, String) {
+    cli_in(TEST_REGION, args, creds, url)
+}
+
+fn cli_in(region: &str, args: &[&str], creds: &Creds, url: Option<&str>) -> (i32, String, String) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_handover"));
     cmd.args(args)
-        .args(["--region", TEST_REGION])
+        .args(["--region", region])
         .env("AWS_ENDPOINT_URL", handover_testkit::endpoint())
         .env("AWS_ACCESS_KEY_ID", &creds.key)
         .env("AWS_SECRET_ACCESS_KEY", &creds.secret)
@@ -169,4 +173,50 @@ async fn a_signed_request_from_a_real_session_passes_api_gateway() {
             && c["caller"] == "handover-cli"),
         "the router logs the call as the CLI's execute-api:Invoke"
     );
+}
+
+#[tokio::test]
+async fn api_gateway_refuses_an_unsigned_request_and_a_signature_for_another_region() {
+    let url = decision_url().await;
+    // What the README's smoke test sends: no signature at all.
+    let resp = reqwest::Client::new()
+        .post(&url)
+        .header("content-type", "application/json")
+        .body(r#"{"key":"k","decision":"approve"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 403);
+    let body: serde_json::Value = resp.json().await.unwrap();
+    assert_eq!(body["message"], "Forbidden");
+    // Signed for P's Region, the API being S's.
+    let oncall = session_of(ONCALL_ROLE, "alice@example.com").await;
+    let (code, _, err) = cli_in(
+        "ap-northeast-2",
+        &["approve", "--key", "k", "--yes"],
+        &oncall,
+        Some(&url),
+    );
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("scoped to a valid region"), "{err}");
+}
+
+#[test]
+fn the_cli_refuses_a_plain_http_endpoint_and_a_region_other_than_the_urls() {
+    let creds = unknown_keys();
+    let (code, _, err) = cli(
+        &["approve", "--key", "k", "--yes"],
+        &creds,
+        Some("http://a1b2c3d4e5.execute-api.ap-northeast-1.amazonaws.com/decisions"),
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("HTTPS"), "{err}");
+    let (code, _, err) = cli_in(
+        "ap-northeast-2",
+        &["approve", "--key", "k", "--yes"],
+        &creds,
+        Some("https://a1b2c3d4e5.execute-api.ap-northeast-1.amazonaws.com/decisions"),
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("pass --region ap-northeast-1"), "{err}");
 }

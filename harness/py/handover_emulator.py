@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import calendar
 import hashlib
 import hmac
 import http.client
@@ -739,7 +740,8 @@ AUTH = re.compile(r"^AWS4-HMAC-SHA256 Credential=([^/,]+)/(\d{8})/([^/]+)/([^/]+
                   r"SignedHeaders=([^,]+), ?Signature=([0-9a-f]{64})$")
 
 
-def sigv4_principal(method: str, path: str, headers, body: bytes) -> tuple[str | None, str, dict]:
+def sigv4_principal(method: str, path: str, headers, body: bytes,
+                    api_region: str) -> tuple[str | None, str, dict]:
     """Authenticate a SigV4-signed request as API Gateway's IAM authoriser
     does: (principal ARN, "", identity) or (None, API Gateway's message, {}).
 
@@ -752,16 +754,25 @@ def sigv4_principal(method: str, path: str, headers, body: bytes) -> tuple[str |
     key_id, day, region, service, signed, signature = m.groups()
     amz_date = headers.get("X-Amz-Date", "")
     try:
-        when = time.mktime(time.strptime(amz_date, "%Y%m%dT%H%M%SZ")) - time.timezone
+        when = calendar.timegm(time.strptime(amz_date, "%Y%m%dT%H%M%SZ"))
     except ValueError:
         return None, APIGW_FORBIDDEN, {}
-    if service != "execute-api" or not amz_date.startswith(day):
+    if service != "execute-api":
+        return None, "Credential should be scoped to correct service: 'execute-api'. ", {}
+    if region != api_region:
+        return None, "Credential should be scoped to a valid region. ", {}
+    if not amz_date.startswith(day):
         return None, APIGW_BAD_SIGNATURE, {}
     if abs(time.time() - when) > SIGV4_SKEW_S:
         now = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         return None, f"Signature expired: {amz_date} is now earlier than {now} (5 min.)", {}
     from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.core.utils import utcnow
     from moto.iam.access_control import create_access_key
+    from moto.sts.models import sts_backends
+    if any(r.access_key_id == key_id and r.expiration < utcnow()
+           for r in sts_backends[DEFAULT_ACCOUNT_ID]["aws"].assumed_roles):
+        return None, "The security token included in the request is expired", {}
     try:
         token = headers.get("X-Amz-Security-Token")
         # moto looks the token up by this exact name; HTTP names are case-free.
@@ -830,7 +841,7 @@ def api_gateway_event(route: dict, method: str, path: str, headers, body: bytes,
         "rawQueryString": query,
         "headers": hdrs,
         "requestContext": {
-            "accountId": identity.get("accountId", "123456789012"),
+            "accountId": "123456789012",  # the API owner's account
             "apiId": api_id,
             "authorizer": {"iam": identity},
             "domainName": host,
@@ -897,7 +908,9 @@ def make_handler(world: World):
             if method == "POST" and path.startswith("/2015-03-31/functions/") and path.endswith("/invocations"):
                 return self._invoke(path, body)
             service, region = service_region(self.headers)
-            if service == "execute-api":
+            with world.lock:
+                routed = f"{method} {path.split('?')[0]}" in world.routes
+            if service == "execute-api" or routed:
                 return self._api_gateway(method, path, body, region)
             action = action_of(self.headers, path, body, service, method)
             caller = caller_of(self.headers)
@@ -1060,10 +1073,10 @@ def make_handler(world: World):
                                     "target": bare, "caller": caller_of(self.headers), "t": time.time()})
             if route is None:
                 return self._json(404, {"message": "Not Found"})
-            principal, message, identity = sigv4_principal(method, path, self.headers, body)
+            principal, message, identity = sigv4_principal(method, path, self.headers, body, route["region"])
             if principal is None:
                 return self._json(403, {"message": message})
-            event = api_gateway_event(route, method, path, self.headers, body, region, identity)
+            event = api_gateway_event(route, method, path, self.headers, body, route["region"], identity)
             status, data, headers = self._lambda(route["function"], json.dumps(event).encode())
             if status != 200 or "X-Amz-Function-Error" in headers:
                 # A failed integration (API Gateway Developer Guide,
@@ -1302,12 +1315,14 @@ def make_handler(world: World):
                 return self._json(200, {"upstream": world.lambda_upstream})
             if path == "/_handover/apigw" and method == "POST":
                 # {"routes": [{"method": "POST", "path": "/decisions",
-                # "function": "slack", "auth": "AWS_IAM"}]}: added or replaced.
+                # "function": "slack", "auth": "AWS_IAM", "region": the
+                # API's Region}]}: added or replaced.
                 routes = {}
                 for r in doc.get("routes", []):
                     if r.get("auth") != "AWS_IAM":
                         return self._json(400, {"message": "only AWS_IAM routes are served here"})
-                    routes[f"{r['method'].upper()} {r['path']}"] = {"function": str(r["function"]), "auth": "AWS_IAM"}
+                    routes[f"{r['method'].upper()} {r['path']}"] = {
+                        "function": str(r["function"]), "auth": "AWS_IAM", "region": str(r["region"])}
                 with world.lock:
                     world.routes.update(routes)
                     return self._json(200, world.routes)

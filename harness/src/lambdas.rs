@@ -122,10 +122,11 @@ impl Lambdas {
 
 /// Have the router serve the template's `AWS_IAM` routes as API Gateway
 /// does: SigV4 authenticated against moto's credentials, then the function.
+/// The API is the stack's, in the functions' Region.
 pub async fn serve_iam_routes() {
     let routes: Vec<serde_json::Value> = crate::triggers::iam_routes()
         .into_iter()
-        .map(|r| serde_json::json!({"method": r.method, "path": r.path, "function": r.function, "auth": "AWS_IAM"}))
+        .map(|r| serde_json::json!({"method": r.method, "path": r.path, "function": r.function, "auth": "AWS_IAM", "region": crate::TEST_REGION}))
         .collect();
     crate::control("apigw", serde_json::json!({ "routes": routes })).await;
 }

@@ -700,23 +700,38 @@ mod tests {
                     "{policy} sends decisions: {s}"
                 );
                 if acts.iter().any(|a| a.starts_with("dynamodb:")) {
-                    let keys = s["Condition"]
+                    // Every operator of the condition, each pattern read as
+                    // IAM reads StringLike (`*`, `?`): none may match an
+                    // approval key or its pointer.
+                    let conditions = s["Condition"]
                         .as_object()
-                        .and_then(|c| c.values().next())
-                        .map(|v| v["dynamodb:LeadingKeys"].clone())
                         .unwrap_or_else(|| panic!("{policy}: an unconditioned table grant: {s}"));
-                    let keys: Vec<&str> = keys
-                        .as_array()
-                        .unwrap()
-                        .iter()
-                        .filter_map(Value::as_str)
-                        .collect();
-                    assert!(
-                        !keys
-                            .iter()
-                            .any(|k| k.starts_with("APPROVAL#") || k.starts_with('*')),
-                        "{policy} reaches approval keys: {keys:?}"
-                    );
+                    let mut keys: Vec<&str> = Vec::new();
+                    for (op, v) in conditions {
+                        assert!(
+                            ["ForAllValues:StringLike", "ForAllValues:StringEquals"]
+                                .contains(&op.as_str()),
+                            "{policy}: {op} does not bound every key the call names"
+                        );
+                        keys.extend(
+                            v["dynamodb:LeadingKeys"]
+                                .as_array()
+                                .unwrap_or_else(|| panic!("{policy}: {op} without LeadingKeys"))
+                                .iter()
+                                .filter_map(Value::as_str),
+                        );
+                    }
+                    assert!(!keys.is_empty(), "{policy}: no LeadingKeys: {s}");
+                    for item in [
+                        "APPROVAL#q2T8f3K9aZ0wXy1VbN4mLg",
+                        "APPROVAL_FOR#arn:aws:states:ap-northeast-1:123456789012:execution:handover-x:inc",
+                        "APPROVAL_FOR#shop-ap-northeast-2-20261130T141155Z",
+                    ] {
+                        assert!(
+                            !keys.iter().any(|k| string_like(k, item)),
+                            "{policy} reaches {item} through {keys:?}"
+                        );
+                    }
                     if policy == "OperatorPolicy" && acts.iter().any(|a| a != "dynamodb:GetItem") {
                         assert_eq!(
                             keys,
@@ -741,6 +756,30 @@ mod tests {
             resource.ends_with("${SlackApi}/*/POST/decisions"),
             "the decision route only: {resource}"
         );
+    }
+
+    /// IAM's StringLike: `*` any run of characters, `?` any one.
+    fn string_like(pattern: &str, value: &str) -> bool {
+        fn go(p: &[char], v: &[char]) -> bool {
+            match p.split_first() {
+                None => v.is_empty(),
+                Some(('*', rest)) => (0..=v.len()).any(|i| go(rest, &v[i..])),
+                Some(('?', rest)) => !v.is_empty() && go(rest, &v[1..]),
+                Some((c, rest)) => v.first() == Some(c) && go(rest, &v[1..]),
+            }
+        }
+        let (p, v): (Vec<char>, Vec<char>) = (pattern.chars().collect(), value.chars().collect());
+        go(&p, &v)
+    }
+
+    #[test]
+    fn string_like_reads_patterns_as_iam_does() {
+        assert!(string_like("PROBE#*", "PROBE#ap-northeast-2"));
+        assert!(string_like("APPR*", "APPROVAL#k"));
+        assert!(string_like("*", "APPROVAL#k"));
+        assert!(string_like("APPROVAL?k", "APPROVAL#k"));
+        assert!(!string_like("PRIMARY", "APPROVAL#k"));
+        assert!(!string_like("RPO#*", "APPROVAL#k"));
     }
 
     #[test]

@@ -238,6 +238,97 @@ pub fn approval(data_loss_acknowledged: bool) -> serde_json::Value {
     })
 }
 
+/// A run of `plan` really waiting on its approval task's token, and its key
+/// stored as the approval function stores it.
+pub struct WaitingApproval {
+    /// The execution ARN.
+    pub execution: String,
+    /// The incident id (the execution's input).
+    pub incident: String,
+    /// The approval key.
+    pub key: String,
+    /// The task token (for asserting it never leaks).
+    pub token: String,
+}
+
+/// Start a run of `plan` whose first task waits for its token
+/// ([`crate::waiting_task_with`], with a Handover execution input) and
+/// store its approval key: `data_loss` as the question asked, expiring in
+/// `expires_in` seconds (negative: already expired).
+pub async fn waiting_approval(
+    aws: &Aws,
+    store: &handover::store::Store,
+    plan: &Plan,
+    data_loss: bool,
+    expires_in: i64,
+) -> WaitingApproval {
+    let incident = crate::unique("shop-inc");
+    let input = serde_json::to_string(&run_input(plan, &incident)).expect("input");
+    let (execution, token) = crate::waiting_task_with(aws, crate::TEST_REGION, &input).await;
+    let key = handover::approval::new_key().expect("random key");
+    let now = chrono::Utc::now();
+    store
+        .put_approval(&handover::store::approval::NewApproval {
+            key: key.clone(),
+            task_token: token.clone(),
+            execution: execution.clone(),
+            incident: incident.clone(),
+            requested_at: now,
+            expires_at: now + chrono::Duration::seconds(expires_in),
+            question: format!("FAILOVER approval: {} — {incident}", plan.service),
+            data_loss,
+        })
+        .await
+        .expect("store the approval key");
+    WaitingApproval {
+        execution,
+        incident,
+        key,
+        token,
+    }
+}
+
+/// The approval key the approval function would have asked with for
+/// `execution`, consumed as `approval` (a run's `$.approval`) records the
+/// decision: what fence and promote check the run's approval against. The
+/// question asked about data loss when the approval acknowledges one.
+/// Returns the key.
+pub async fn record_approval(
+    store: &handover::store::Store,
+    execution: &str,
+    approval: &serde_json::Value,
+) -> String {
+    use handover::store::approval::{Decision, NewApproval};
+    let key = handover::approval::new_key().expect("random key");
+    let now = chrono::Utc::now();
+    let incident = execution.rsplit(':').next().unwrap_or(execution);
+    store
+        .put_approval(&NewApproval {
+            key: key.clone(),
+            task_token: format!("token-of-{incident}"),
+            execution: execution.to_owned(),
+            incident: incident.to_owned(),
+            requested_at: now - chrono::Duration::minutes(1),
+            expires_at: now + chrono::Duration::minutes(15),
+            question: format!("FAILOVER approval — {incident}"),
+            data_loss: approval["data_loss_acknowledged"] == true,
+        })
+        .await
+        .expect("store the approval key");
+    let decision: Decision =
+        serde_json::from_value(approval["decision"].clone()).expect("an approval's decision");
+    store
+        .consume_approval(
+            &key,
+            decision,
+            approval["approver_id"].as_str().expect("approver_id"),
+            now,
+        )
+        .await
+        .expect("consume the approval key");
+    key
+}
+
 /// Create the public zone with failover records (P primary with P's health
 /// check, S secondary), both health checks, and the private zone with the
 /// writer CNAME pointing at P. Fills the plan's ids in.

@@ -55,7 +55,8 @@ pub struct Plan {
     pub rpo_table: Option<RpoTable>,
     /// IAM principals who may approve or reject by `handover approve` /
     /// `reject` when Slack cannot ask (the operator's own credentials, as
-    /// `sts:GetCallerIdentity` names them). Empty: nobody decides by CLI.
+    /// API Gateway's IAM authoriser names them: `requestContext.authorizer.iam.userArn`,
+    /// the ARN `sts:GetCallerIdentity` gives). Empty: nobody decides by CLI.
     #[serde(default)]
     pub cli_approvers: Vec<CliApprover>,
     /// How a planned switchover proves that S has every write of P.
@@ -278,7 +279,8 @@ fn iam_principal(arn: &str) -> Option<(&str, &str, &str, &str)> {
     ok.then_some((partition, account, kind, name))
 }
 
-/// The caller `sts:GetCallerIdentity` names, as the plan would list it:
+/// The caller API Gateway's IAM authoriser (or `sts:GetCallerIdentity`)
+/// names, as the plan would list it:
 /// an assumed role's session (`arn:aws:sts::<account>:assumed-role/Name/session`)
 /// is the role (role names are unique in an account, whatever their path);
 /// an IAM user is itself. Anything else (root, federated users) is None.
@@ -1356,8 +1358,8 @@ impl Plan {
         self.slack.approvers.iter().find(|a| a.user_id == user_id)
     }
 
-    /// May the IAM caller `caller_arn` (as `sts:GetCallerIdentity` gives
-    /// it) decide by CLI? Returns the plan's entry. A role entry admits
+    /// May the IAM caller `caller_arn` (as API Gateway's IAM authoriser
+    /// gives it) decide by CLI? Returns the plan's entry. A role entry admits
     /// every session of that role; a user entry that user only.
     pub fn cli_approver(&self, caller_arn: &str) -> Option<&CliApprover> {
         let caller = caller_principal(caller_arn)?;

@@ -10,7 +10,7 @@ use handover::failover::{StepError, fence::fence};
 use handover::plan::{OnUnconfirmed, Plan};
 use handover::store::Store;
 use handover_testkit::world::{
-    approval, provision_databases, put_replica_lag, run_state, unique_plan,
+    approval, provision_databases, put_replica_lag, record_approval, run_state, unique_plan,
 };
 use handover_testkit::{aws, control, count_calls, fresh_store, unique};
 use serde_json::json;
@@ -64,6 +64,7 @@ impl Run {
     }
     async fn fenced(&self, exec: &str, ack: bool) -> Result<ExecutionState, StepError> {
         let state = run_state(&self.plan, json!({ "approval": approval(ack) }));
+        record_approval(&self.store, exec, &approval(ack)).await;
         let f = fence(&state, exec, &self.store, &self.p_rds().await, Utc::now).await?;
         let mut state = state;
         state
@@ -123,6 +124,7 @@ impl Run {
 async fn fence_swaps_in_the_deny_all_group_and_records_the_old_ones() {
     let r = run(5.0).await;
     let state = run_state(&r.plan, json!({ "approval": approval(false) }));
+    record_approval(&r.store, "exec-a", &approval(false)).await;
     let p = r.p_rds().await;
     let f = fence(&state, "exec-a", &r.store, &p, Utc::now)
         .await
@@ -173,6 +175,7 @@ async fn fence_with_p_unreachable_is_unconfirmed_and_the_policy_decides() {
     )
     .await;
     let p = r.p_rds().await;
+    record_approval(&r.store, "exec-a", &approval(false)).await;
     let stop = fence(
         &run_state(&r.plan, json!({ "approval": approval(false) })),
         "exec-a",
@@ -192,6 +195,7 @@ async fn fence_with_p_unreachable_is_unconfirmed_and_the_policy_decides() {
         )
         .await
         .unwrap();
+    record_approval(&store2, "exec-b", &approval(false)).await;
     let proceed = fence(
         &run_state(&proceed_plan, json!({ "approval": approval(false) })),
         "exec-b",
@@ -394,6 +398,8 @@ async fn lag_over_the_limit_needs_acknowledgement() {
     assert!(err.to_string().contains("126"), "{err}");
     assert_eq!(r.promote_calls().await, 0);
 
+    // The question asked about the loss, and the approver accepted it.
+    record_approval(&r.store, "exec-a", &approval(true)).await;
     let mut acked = state.clone();
     acked.steps.insert("approval".into(), approval(true));
     let ok = r.start(&acked, "exec-a").await.unwrap();
@@ -416,6 +422,8 @@ async fn unknown_lag_promotes_only_with_an_accepted_unknown_loss() {
         "{err}"
     );
     assert_eq!(r.promote_calls().await, 0);
+    // The question asked about the loss, and the approver accepted it.
+    record_approval(&r.store, "exec-a", &approval(true)).await;
     let mut acked = state.clone();
     acked.steps.insert("approval".into(), approval(true));
     let ok = r.start(&acked, "exec-a").await.unwrap();
@@ -909,6 +917,7 @@ async fn fence_is_confirmed_only_when_the_deny_all_group_alone_is_active() {
     let p_id = r.plan.regions.primary.db_instance_id.clone();
     handover_testkit::realistic_rds(&p_id, 0.0, 0.0, 1.5).await;
     let state = run_state(&r.plan, json!({ "approval": approval(false) }));
+    record_approval(&r.store, "exec-a", &approval(false)).await;
     let p = r.p_rds().await;
     let f = fence(&state, "exec-a", &r.store, &p, Utc::now)
         .await
@@ -931,6 +940,7 @@ async fn fence_is_confirmed_only_when_the_deny_all_group_alone_is_active() {
     let p_id = r.plan.regions.primary.db_instance_id.clone();
     handover_testkit::realistic_rds(&p_id, 0.0, 0.0, 4.0).await;
     let state = run_state(&r.plan, json!({ "approval": approval(false) }));
+    record_approval(&r.store, "exec-b", &approval(false)).await;
     let f = fence(&state, "exec-b", &r.store, &r.p_rds().await, Utc::now)
         .await
         .unwrap();
@@ -955,6 +965,7 @@ async fn a_reboot_whose_answer_was_lost_is_waited_for_not_retried_until_the_dead
         "action": "RebootDBInstance", "target": p_id}]))
     .await;
     let state = run_state(&r.plan, json!({ "approval": approval(false) }));
+    record_approval(&r.store, "exec-lost", &approval(false)).await;
     let f = fence(&state, "exec-lost", &r.store, &r.p_rds().await, Utc::now).await;
     handover_testkit::remove_fault_rules(&[&id]).await;
     let f = f.unwrap();
@@ -999,4 +1010,90 @@ async fn replication_stopping_shows_as_lag_minus_one_even_within_the_minute() {
     assert_eq!(read().await, 4.0);
     put_replica_lag(&r.aws, &s.region, &s.db_instance_id, -1.0, Utc::now()).await;
     assert_eq!(read().await, -1.0);
+}
+
+/// A task token can be read from the execution history (the TaskScheduled
+/// event's parameters), and SendTaskSuccess has no resource-level
+/// permission: anyone allowed to call it anywhere in the account could
+/// resume a run with a made-up approval naming a listed approver. Fence and
+/// promote act only on the decision the run's single-use key records.
+#[tokio::test]
+async fn fence_and_promote_refuse_an_approval_its_key_does_not_record() {
+    use handover::store::approval::{Decision, NewApproval};
+    let r = run(5.0).await;
+    let before = handover_testkit::world::p_security_groups(&r.aws, &r.plan).await;
+    let forged = approval(false); // approve by U0ONCALL01, on the list
+    let ask = |exec: &str, data_loss: bool| NewApproval {
+        key: handover::approval::new_key().unwrap(),
+        task_token: format!("token-of-{exec}"),
+        execution: exec.into(),
+        incident: exec.into(),
+        requested_at: Utc::now(),
+        expires_at: Utc::now() + chrono::Duration::minutes(15),
+        question: "FAILOVER approval".into(),
+        data_loss,
+    };
+    // exec-none: no key at all. exec-pending: asked, nobody decided.
+    r.store
+        .put_approval(&ask("exec-pending", false))
+        .await
+        .unwrap();
+    // exec-other: decided by someone else on the list.
+    let other = ask("exec-other", false);
+    r.store.put_approval(&other).await.unwrap();
+    r.store
+        .consume_approval(&other.key, Decision::Approve, "U0ONCALL02", Utc::now())
+        .await
+        .unwrap();
+    // exec-rejected: the key records a reject.
+    let rejected = ask("exec-rejected", false);
+    r.store.put_approval(&rejected).await.unwrap();
+    r.store
+        .consume_approval(&rejected.key, Decision::Reject, "U0ONCALL01", Utc::now())
+        .await
+        .unwrap();
+    // exec-loss: approved, but the question never asked about data loss.
+    record_approval(&r.store, "exec-loss", &approval(false)).await;
+    let mut loss = approval(true);
+    loss["approver_id"] = forged["approver_id"].clone();
+    for (exec, a, says) in [
+        ("exec-none", &forged, "no approval key was asked"),
+        ("exec-pending", &forged, "records (no decision)"),
+        ("exec-other", &forged, "approve by U0ONCALL02"),
+        ("exec-rejected", &forged, "reject by U0ONCALL01"),
+        ("exec-loss", &loss, "never asked about"),
+    ] {
+        let state = run_state(&r.plan, json!({ "approval": a }));
+        let err = fence(&state, exec, &r.store, &r.p_rds().await, Utc::now)
+            .await
+            .unwrap_err();
+        assert_eq!(err.error_name(), ErrorName::Precondition, "{exec}: {err}");
+        assert!(err.to_string().contains(says), "{exec}: {err}");
+        assert!(
+            err.to_string().contains("nothing is fenced or promoted"),
+            "{exec}: {err}"
+        );
+        let mut promote_state = state.clone();
+        promote_state.steps.insert(
+            "fence".into(),
+            json!({"outcome": "confirmed", "policy": "stop", "may_proceed": true,
+                   "previous_security_groups": [], "fence_security_group": "sg-x",
+                   "started_at": Utc::now(), "fenced_at": Utc::now(), "epoch": 1, "detail": ""}),
+        );
+        let err = r.start(&promote_state, exec).await.unwrap_err();
+        assert_eq!(err.error_name(), ErrorName::Precondition, "{exec}: {err}");
+        assert!(err.to_string().contains(says), "{exec}: {err}");
+    }
+    assert_eq!(
+        handover_testkit::world::p_security_groups(&r.aws, &r.plan).await,
+        before,
+        "P was not fenced"
+    );
+    assert_eq!(r.promote_calls().await, 0);
+    // The same approval through its key fences.
+    record_approval(&r.store, "exec-real", &forged).await;
+    let state = run_state(&r.plan, json!({ "approval": forged }));
+    fence(&state, "exec-real", &r.store, &r.p_rds().await, Utc::now)
+        .await
+        .unwrap();
 }

@@ -8,8 +8,7 @@ use crate::handler::test_world::*;
 use chrono::Utc;
 use handover::approval::iam::{DecisionReply, ReplyKind};
 use handover::plan::{CliApprover, Plan};
-use handover::store::approval::{ApprovalSelector, NewApproval};
-use handover_testkit::world::run_input;
+use handover::store::approval::ApprovalSelector;
 use handover_testkit::{example_plan, unique};
 use serde_json::{Value, json};
 
@@ -47,42 +46,11 @@ fn plan_listing_oncall() -> Plan {
     plan
 }
 
-struct Waiting {
-    execution: String,
-    incident: String,
-    key: String,
-    token: String,
-}
+type Waiting = handover_testkit::world::WaitingApproval;
 
-/// A run of `plan` waiting for its approval, and its key as the approval
-/// function stores it.
 async fn waiting(w: &World, plan: &Plan, data_loss: bool, expires_in: i64) -> Waiting {
-    let incident = unique("shop-inc");
-    let input = serde_json::to_string(&run_input(plan, &incident)).unwrap();
-    let (execution, token) =
-        handover_testkit::waiting_task_with(&w.aws, handover_testkit::TEST_REGION, &input).await;
-    let key = handover::approval::new_key().unwrap();
-    let now = Utc::now();
-    w.deps
-        .store
-        .put_approval(&NewApproval {
-            key: key.clone(),
-            task_token: token.clone(),
-            execution: execution.clone(),
-            incident: incident.clone(),
-            requested_at: now,
-            expires_at: now + chrono::Duration::seconds(expires_in),
-            question: format!("FAILOVER approval: {} — {incident}", plan.service),
-            data_loss,
-        })
+    handover_testkit::world::waiting_approval(&w.aws, &w.deps.store, plan, data_loss, expires_in)
         .await
-        .unwrap();
-    Waiting {
-        execution,
-        incident,
-        key,
-        token,
-    }
 }
 
 async fn send(w: &World, e: Value) -> (u16, DecisionReply, String) {
@@ -162,7 +130,12 @@ async fn a_principal_off_the_runs_plan_is_refused_and_shown_nothing() {
         let (status, reply, text) = send(&w, event(Some(MALLORY), &body)).await;
         assert_eq!(status, 403, "{text}");
         assert_eq!(reply.outcome, ReplyKind::Forbidden);
-        assert!(reply.text.contains(ONCALL_ROLE), "{}", reply.text);
+        assert!(reply.text.contains("stack's plan"), "{}", reply.text);
+        assert!(
+            !reply.text.contains(ONCALL_ROLE) && !reply.text.contains(&run.incident),
+            "a stranger learns nothing: {}",
+            reply.text
+        );
         assert!(reply.approval.is_none(), "no question for a stranger");
     }
     // The deployed plan is not the judge: a run whose own plan lists nobody
@@ -447,4 +420,131 @@ async fn the_slack_message_that_asked_is_updated_with_the_cli_decision() {
         "{blocks}"
     );
     assert!(!blocks.contains(&run.token));
+}
+
+#[tokio::test]
+async fn the_same_decision_already_delivered_is_done_and_says_whose_it_was() {
+    let w = world().await;
+    // A run that waits past its approval, so the second request finds it
+    // running: the first decision reached it, a second changes nothing.
+    let run = waiting(&w, &plan_listing_oncall(), false, 600).await;
+    w.deps
+        .store
+        .consume_approval(
+            &run.key,
+            handover::store::approval::Decision::Approve,
+            ALICE,
+            Utc::now(),
+        )
+        .await
+        .unwrap();
+    w.deps
+        .store
+        .mark_approval_delivered(&run.key, ALICE, ALICE, Utc::now())
+        .await
+        .unwrap();
+    // Alice again (her first answer was lost), then Bob wanting the same.
+    for (who, says) in [(ALICE, "(you)"), (BOB, ALICE)] {
+        let (status, reply, body) = send(
+            &w,
+            event(Some(who), &json!({"key": run.key, "decision": "approve"})),
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(reply.outcome, ReplyKind::AlreadyDelivered, "{body}");
+        assert!(
+            reply.text.contains("already decided the same way"),
+            "{}",
+            reply.text
+        );
+        assert!(reply.text.contains(says), "{}", reply.text);
+    }
+    // The other decision is refused.
+    let (status, reply, _) = send(
+        &w,
+        event(Some(BOB), &json!({"key": run.key, "decision": "reject"})),
+    )
+    .await;
+    assert_eq!(status, 409);
+    assert_eq!(reply.outcome, ReplyKind::AlreadyDecided);
+    assert_eq!(w.successes() + w.failures(), 0, "nothing was sent again");
+}
+
+#[tokio::test]
+async fn a_clicked_decision_stranded_by_a_lost_answer_is_delivered_from_the_cli() {
+    let w = world().await;
+    let run = waiting(&w, &plan_listing_oncall(), false, 600).await;
+    // U0ONCALL01 clicked approve; Step Functions' answer was lost, and
+    // now Slack is down: the same decision, sent by the on-call role,
+    // reaches the run credited to the one who clicked.
+    w.deps
+        .store
+        .consume_approval(
+            &run.key,
+            handover::store::approval::Decision::Approve,
+            "U0ONCALL01",
+            Utc::now(),
+        )
+        .await
+        .unwrap();
+    let (status, reply, body) = send(
+        &w,
+        event(Some(ALICE), &json!({"key": run.key, "decision": "approve"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(reply.outcome, ReplyKind::Decided, "{body}");
+    assert!(
+        reply.text.contains("Re-sent U0ONCALL01's approve"),
+        "{}",
+        reply.text
+    );
+    let (status, output, ..) = w.finished(&run.execution).await;
+    assert_eq!(status.as_str(), "SUCCEEDED");
+    assert_eq!(output["approval"]["approver_id"], "U0ONCALL01");
+    // A different decision does not ride on it.
+    let other = waiting(&w, &plan_listing_oncall(), false, 600).await;
+    w.deps
+        .store
+        .consume_approval(
+            &other.key,
+            handover::store::approval::Decision::Approve,
+            "U0ONCALL01",
+            Utc::now(),
+        )
+        .await
+        .unwrap();
+    let (status, reply, _) = send(
+        &w,
+        event(
+            Some(ALICE),
+            &json!({"key": other.key, "decision": "reject"}),
+        ),
+    )
+    .await;
+    assert_eq!(status, 409, "{}", reply.text);
+    assert_eq!(w.failures(), 0);
+}
+
+#[tokio::test]
+async fn the_cli_decides_when_the_slack_signing_secret_cannot_be_read() {
+    use handover::slack::message::ACTION_APPROVE;
+    let mut w = world().await;
+    // The secret could not be read at cold start and still cannot.
+    w.deps.signing_secret = tokio::sync::OnceCell::new();
+    w.deps.plan.slack.signing_secret_arn =
+        "arn:aws:secretsmanager:ap-northeast-1:123456789012:secret:handover/deleted-AbCdEf".into();
+    let run = waiting(&w, &plan_listing_oncall(), false, 600).await;
+    let click = w.click("U0ONCALL01", "T0TEAM0001", ACTION_APPROVE, &run.key);
+    let resp = w.send(click).await;
+    assert_eq!(resp.status_code, 503);
+    assert!(text(&resp).contains("handover approve"), "{}", text(&resp));
+    assert!(pending(&w, &run.key).await, "the click changed nothing");
+    let (status, reply, body) = send(
+        &w,
+        event(Some(ALICE), &json!({"key": run.key, "decision": "approve"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(reply.outcome, ReplyKind::Decided);
 }

@@ -35,7 +35,9 @@ pub struct Deps<T = SfnCallback> {
     runs: SfnHistory,
     secrets: SecretsManager,
     slack: SlackApi,
-    signing_secret: Secret,
+    /// Read at cold start, or at the first click if that failed: the CLI's
+    /// route must not depend on Slack's secret.
+    signing_secret: tokio::sync::OnceCell<Secret>,
     clock: Box<dyn Clock>,
     budget: Duration,
 }
@@ -43,23 +45,34 @@ pub struct Deps<T = SfnCallback> {
 impl Deps {
     /// From `TABLE_NAME`, `AWS_REGION`, the plan (`PLAN_PARAMETER` or
     /// `PLAN_FILE`) and `SLACK_API_BASE` (optional). The signing secret named
-    /// by the plan is read here, once.
+    /// by the plan is read here, once; if it cannot be, the CLI's decisions
+    /// still work and each click tries again.
     pub async fn from_env() -> Result<Self, FunctionError> {
         let config = Config::from_env()?;
         let aws = Arc::new(Aws::new());
         let plan = PlanSource::from_env()?.load_bound(&aws).await?;
-        let signing_secret = read_slack(
-            &SecretsManager::new(aws.clone(), config.region.clone()),
+        let secrets = SecretsManager::new(aws.clone(), config.region.clone());
+        let signing_secret = tokio::sync::OnceCell::new();
+        match read_slack(
+            &secrets,
             &plan.slack.signing_secret_arn,
             SlackSecret::SigningSecret,
         )
-        .await?;
+        .await
+        {
+            Ok(secret) => {
+                let _ = signing_secret.set(secret);
+            }
+            Err(e) => {
+                tracing::error!(error = %chain(&e), "the Slack signing secret cannot be read: clicks are refused until it can; handover approve still decides")
+            }
+        }
         let slack =
             SlackApi::from_env().map_err(|e| FunctionError::new(ErrorName::Fatal, chain(&e)))?;
         Ok(Deps {
             store: Store::new(aws.dynamodb(&config.region).await, config.table),
             runs: SfnHistory::new(&aws, &config.region).await,
-            secrets: SecretsManager::new(aws.clone(), config.region.clone()),
+            secrets,
             callback: SfnCallback::new(aws, config.region),
             slack,
             signing_secret,
@@ -70,7 +83,7 @@ impl Deps {
     }
 }
 
-/// One request from Slack. The answer is always an HTTP response (401, 400,
+/// One request, from Slack or the CLI. The answer is always an HTTP response (401, 400,
 /// 403, 503 or 200); only an event that is not an API Gateway HTTP API event
 /// at all is an error (`Handover.InvalidInput`).
 pub async fn handler<T: TaskCallback + Sync>(
@@ -79,7 +92,7 @@ pub async fn handler<T: TaskCallback + Sync>(
 ) -> Result<ApiGatewayV2httpResponse, FunctionError> {
     let req: ApiGatewayV2httpRequest = parse_event("API Gateway HTTP API event", event)?;
     if req.request_context.http.method != Method::POST {
-        return Ok(reply(405, "Slack interactions are POSTed"));
+        return Ok(reply(405, "decisions are POSTed"));
     }
     let body = match (&req.body, req.is_base64_encoded) {
         (None, _) => Vec::new(),
@@ -93,12 +106,32 @@ pub async fn handler<T: TaskCallback + Sync>(
         return Ok(decision(&req, &body, deps).await);
     }
     let header = |name| req.headers.get(name).and_then(|v| v.to_str().ok());
+    let signing_secret = match deps
+        .signing_secret
+        .get_or_try_init(|| {
+            read_slack(
+                &deps.secrets,
+                &deps.plan.slack.signing_secret_arn,
+                SlackSecret::SigningSecret,
+            )
+        })
+        .await
+    {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(error = %chain(&e), "slack click refused: the signing secret cannot be read");
+            return Ok(reply(
+                503,
+                "the Slack signing secret cannot be read: decide with handover approve",
+            ));
+        }
+    };
     let decider = Decider {
         plan: &deps.plan,
         store: &deps.store,
         callback: &deps.callback,
         slack: &deps.slack,
-        signing_secret: &deps.signing_secret,
+        signing_secret,
         clock: deps.clock.as_ref(),
         budget: deps.budget,
     };

@@ -83,7 +83,7 @@ pub async fn world() -> World {
         runs: SfnHistory::new(&aws, TEST_REGION).await,
         secrets: handover::slack::secrets::SecretsManager::new(aws.clone(), TEST_REGION),
         slack: SlackApi::new(slack.api_base(), retry).unwrap(),
-        signing_secret: Secret::new(SIGNING_SECRET),
+        signing_secret: tokio::sync::OnceCell::new_with(Some(Secret::new(SIGNING_SECRET))),
         clock: Box::new(SystemClock),
         budget: DEFAULT_BUDGET,
     };

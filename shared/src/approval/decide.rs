@@ -60,6 +60,8 @@ pub enum Outcome {
         decision: Decision,
         /// Their name (or user id when not on the list any more).
         by: String,
+        /// Their id as the key records it (Slack user id or IAM principal).
+        by_id: String,
         /// When.
         at: DateTime<Utc>,
         /// Known to have reached the run.
@@ -134,6 +136,7 @@ impl Outcome {
                 by,
                 at,
                 delivered,
+                ..
             } => {
                 format!(
                     "Already decided ({decision}) by {by} at {}.{}",
@@ -237,6 +240,7 @@ impl<T: TaskCallback + Sync> Decider<'_, T> {
             callback: self.callback,
             clock: self.clock,
             call_cap: CALL_CAP,
+            any_decider_resends: false,
         };
         apply.apply(&deciding, deadline).await
     }
@@ -290,6 +294,12 @@ pub struct Apply<'a, T> {
     pub clock: &'a dyn Clock,
     /// The most one DynamoDB or Step Functions call may take.
     pub call_cap: Duration,
+    /// Whether any allowed decider may re-send a decision whose first send
+    /// had an unknown outcome (the same decision, credited to whoever made
+    /// it), not only its decider or their role. The CLI's path: when Slack
+    /// is down, a clicked decision stranded by a lost answer can still
+    /// reach the run.
+    pub any_decider_resends: bool,
 }
 
 impl<T: TaskCallback + Sync> Apply<'_, T> {
@@ -329,7 +339,9 @@ impl<T: TaskCallback + Sync> Apply<'_, T> {
                 by,
                 at,
                 undelivered: Some(a),
-            } if decision == d.decision && self.same_decider(&by, d.approver_id) => {
+            } if decision == d.decision
+                && (self.any_decider_resends || self.same_decider(&by, d.approver_id)) =>
+            {
                 info!(key = %d.key, user = %d.approver_id, first = %by, "a repeated decision, undelivered so far: sending it again");
                 owner = by;
                 (a, at, true)
@@ -340,10 +352,14 @@ impl<T: TaskCallback + Sync> Apply<'_, T> {
                 at,
                 undelivered,
             } => {
-                let by = self.plan.decider_name(&by).map_or(by, str::to_owned);
+                let name = self
+                    .plan
+                    .decider_name(&by)
+                    .map_or(by.clone(), str::to_owned);
                 return Outcome::AlreadyDecided {
                     decision,
-                    by,
+                    by: name,
+                    by_id: by,
                     at,
                     delivered: undelivered.is_none(),
                 };

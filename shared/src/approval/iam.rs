@@ -38,11 +38,14 @@ use tracing::{info, warn};
 pub const ROUTE_PATH: &str = "/decisions";
 /// The service name a request to it is signed for (SigV4).
 pub const SIGNING_SERVICE: &str = "execute-api";
-/// The whole request's budget (API Gateway's integration timeout is 30 s;
-/// the template's route sets less).
+/// The whole request's budget: inside the function's 10 s timeout, and with
+/// the cold start inside the route's 15 s integration timeout (template), so
+/// the operator always gets the function's own answer, not API Gateway's 503.
 pub const BUDGET: Duration = Duration::from_secs(8);
 /// The most one DynamoDB or Step Functions call may take.
 const CALL_CAP: Duration = Duration::from_secs(2);
+/// The most the Slack message's update may take (after the decision).
+const MESSAGE_UPDATE_CAP: Duration = Duration::from_millis(1500);
 
 /// What `handover approve` / `reject` sends (JSON). Exactly one of `key`,
 /// `execution` and `incident` names the approval.
@@ -238,6 +241,17 @@ impl<T: TaskCallback + Sync, L: ExecutionLookup + Sync, S: SecretReader + Sync>
     }
 
     async fn decide(&self, caller: &str, body: &[u8], deadline: Instant) -> DecisionReply {
+        // Before anything is read: a caller the stack's plan does not list
+        // learns nothing about any approval.
+        if self.deployed.cli_approver(caller).is_none() {
+            warn!(caller = %caller, "cli decision from outside the stack's cli_approvers");
+            return DecisionReply::new(
+                ReplyKind::Forbidden,
+                format!(
+                    "{caller} is not on the stack's plan cli_approvers: decide as a principal it lists, or in Slack; nothing changed"
+                ),
+            );
+        }
         let req: DecisionRequest = match serde_json::from_slice(body) {
             Ok(r) => r,
             Err(e) => {
@@ -357,17 +371,6 @@ impl<T: TaskCallback + Sync, L: ExecutionLookup + Sync, S: SecretReader + Sync>
                 ),
             );
         };
-        // A run's input is whatever started it: the stack's own plan must
-        // list the caller too.
-        if self.deployed.cli_approver(caller).is_none() {
-            warn!(caller = %caller, incident = %record.incident, "cli decision: the run's plan lists the caller, the stack's plan does not");
-            return DecisionReply::new(
-                ReplyKind::Forbidden,
-                format!(
-                    "{caller} is on this run's plan cli_approvers but not on the stack's plan (its PLAN_PARAMETER): the run was started with a plan that widens who decides; decide in Slack, or as a principal both plans list; nothing changed"
-                ),
-            );
-        }
         let mut reply = self
             .apply(caller, &approver.name, req, record, plan, deadline)
             .await;
@@ -415,6 +418,7 @@ impl<T: TaskCallback + Sync, L: ExecutionLookup + Sync, S: SecretReader + Sync>
             callback: self.callback,
             clock: self.clock,
             call_cap: CALL_CAP,
+            any_decider_resends: true,
         };
         let deciding = Deciding {
             key: &record.key,
@@ -430,14 +434,18 @@ impl<T: TaskCallback + Sync, L: ExecutionLookup + Sync, S: SecretReader + Sync>
         {
             self.update_message(posted, d, deadline).await;
         }
-        reply_of(outcome, caller, record)
+        reply_of(outcome, decision, caller, record)
     }
 
     /// Replace the Slack message that asked with who decided, buttons gone,
     /// as a click does through its `response_url`. Best effort: the run
     /// has the decision already; a failure is logged.
     async fn update_message(&self, posted: &PostedQuestion, d: &Decided, deadline: Instant) {
-        let left = deadline.saturating_duration_since(Instant::now());
+        // The operator waits for the answer: the update gets a bounded share,
+        // never the rest of the budget.
+        let left = deadline
+            .saturating_duration_since(Instant::now())
+            .min(MESSAGE_UPDATE_CAP);
         if left < Duration::from_millis(300) {
             warn!(ts = %posted.ts, "no time left to update the Slack message");
             return;
@@ -479,7 +487,12 @@ fn what(which: &ApprovalSelector) -> String {
 }
 
 /// [`Apply`]'s outcome in the operator's words.
-fn reply_of(outcome: Outcome, caller: &str, record: &ApprovalRecord) -> DecisionReply {
+fn reply_of(
+    outcome: Outcome,
+    asked: Decision,
+    caller: &str,
+    record: &ApprovalRecord,
+) -> DecisionReply {
     let incident = &record.incident;
     let (kind, text) = match outcome {
         Outcome::Decided(d) if d.approver_id != caller => (
@@ -513,11 +526,32 @@ fn reply_of(outcome: Outcome, caller: &str, record: &ApprovalRecord) -> Decision
                 d.at.to_rfc3339()
             ),
         ),
+        // The decision asked for is the one the run has: done, whoever made
+        // it (a lost answer to this caller's own earlier request, too).
+        Outcome::AlreadyDecided {
+            decision,
+            by,
+            by_id,
+            at,
+            delivered: true,
+        } if decision == asked => (
+            ReplyKind::AlreadyDelivered,
+            format!(
+                "{incident} was already decided the same way: {decision} by {by} ({}) at {}, and the run has it. Nothing more to do.",
+                if by_id == caller {
+                    "you".to_owned()
+                } else {
+                    by_id
+                },
+                at.to_rfc3339()
+            ),
+        ),
         Outcome::AlreadyDecided {
             decision,
             by,
             at,
             delivered,
+            ..
         } => (
             ReplyKind::AlreadyDecided,
             format!(
@@ -526,7 +560,7 @@ fn reply_of(outcome: Outcome, caller: &str, record: &ApprovalRecord) -> Decision
                 if delivered {
                     ""
                 } else {
-                    "; not yet confirmed to have reached the run: the same decision by the same principal (any session of the same listed role) sends it again"
+                    "; not yet confirmed to have reached the run: the same decision again sends it, credited to them"
                 }
             ),
         ),

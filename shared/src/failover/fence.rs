@@ -92,7 +92,7 @@ pub async fn fence<F: DbFencer>(
     let now = super::millis(now);
     let plan = &state.input.plan;
     let epoch = start_epoch(state)?;
-    super::approved(state)?;
+    super::approved(state, execution, store).await?;
     let site = &plan.regions.primary;
     let fence_group = site.fence_security_group_id.clone();
     let budget = Duration::from_millis(plan.fence.timeout_ms);

@@ -16,6 +16,7 @@ use crate::adapters::AwsError;
 use crate::error::{Classify, ErrorName};
 use crate::store::StoreError;
 use crate::store::primary::TransitionOutcome;
+use tracing::warn;
 
 /// Why a failover step stopped.
 #[derive(Debug, thiserror::Error)]
@@ -70,15 +71,24 @@ pub(crate) fn claimed(
 }
 
 /// The approval the irreversible steps act on: present, an `approve`, by a
-/// person on the plan's allow-list. A `send-task-success` carrying a reject,
-/// or one from someone the plan does not name, fences and promotes nothing.
-pub(crate) fn approved(
+/// person on the plan's allow-list, and the decision the run's single-use
+/// approval key records. A `send-task-success` carrying a reject, one from
+/// someone the plan does not name, or one that did not come through the key
+/// (a task token can be read from the execution history, and
+/// SendTaskSuccess has no resource-level permission: anyone allowed to call
+/// it anywhere in the account could resume the run with any approver)
+/// fences and promotes nothing. Only the approval and slack functions write
+/// approval keys.
+pub(crate) async fn approved(
     state: &crate::execution::ExecutionState,
+    execution: &str,
+    store: &crate::store::Store,
 ) -> Result<crate::execution::ApprovalResult, StepError> {
+    use crate::store::approval::{ApprovalSelector, Decision};
     let a: crate::execution::ApprovalResult = state
         .require("approval")
         .map_err(|e| StepError::Precondition(e.message))?;
-    if a.decision != crate::store::approval::Decision::Approve {
+    if a.decision != Decision::Approve {
         return Err(StepError::Precondition(format!(
             "the approval says {:?}, not approve: nothing is fenced or promoted",
             a.decision
@@ -89,6 +99,33 @@ pub(crate) fn approved(
             "the approval was given as {:?}, who is not on the plan's approver list: nothing is fenced or promoted",
             a.approver_id
         )));
+    }
+    let key = store
+        .approval(&ApprovalSelector::Execution(execution.to_owned()))
+        .await?;
+    let Some(key) = key else {
+        return Err(StepError::Precondition(format!(
+            "no approval key was asked for {execution}: an approval that did not come through one is not acted on, so nothing is fenced or promoted"
+        )));
+    };
+    match &key.decided {
+        Some((Decision::Approve, by, _)) if *by == a.approver_id => {}
+        recorded => {
+            let recorded = match recorded {
+                Some((d, by, at)) => format!("{d} by {by} at {}", at.to_rfc3339()),
+                None => "no decision".to_owned(),
+            };
+            warn!(execution, key = %key.key, approver = %a.approver_id, %recorded, "the run's approval is not the one its key records");
+            return Err(StepError::Precondition(format!(
+                "the run's approval (approve by {}) is not what its approval key records ({recorded}): it did not come through Slack or handover approve, so nothing is fenced or promoted",
+                a.approver_id
+            )));
+        }
+    }
+    if a.data_loss_acknowledged && !key.data_loss {
+        return Err(StepError::Precondition(
+            "the run's approval acknowledges a data loss its question never asked about: nothing is fenced or promoted".into(),
+        ));
     }
     Ok(a)
 }

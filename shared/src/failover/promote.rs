@@ -344,7 +344,7 @@ pub async fn start<P: ReplicaPromoter, L: ReplicaLag>(
             fence.outcome, fence.policy
         )));
     }
-    let approval: ApprovalResult = super::approved(state)?;
+    let approval: ApprovalResult = super::approved(state, execution, store).await?;
 
     // A retry after the call went out: report, never call twice.
     let current = store
