@@ -147,8 +147,16 @@ impl Endpoint {
 /// and during an incident `AWS_REGION` is easily P's.
 fn check_endpoint(url: &str, region: &str) -> Result<(), Failure> {
     let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
-    let host = rest.split(['/', ':', '?']).next().unwrap_or_default();
-    let loopback = host == "localhost" || host == "[::1]" || host.starts_with("127.");
+    let authority = rest.split(['/', '?']).next().unwrap_or_default();
+    // host[:port], or [v6][:port]
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => authority.split(':').next().unwrap_or_default(),
+    };
+    let loopback = host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
     if scheme != "https" && !(scheme == "http" && loopback) {
         return Err((
             2,

@@ -814,3 +814,39 @@ async fn a_renewal_extends_only_the_holders_live_lease_and_never_shortens_it() {
     );
     assert_eq!(until(&store).await, now + Duration::minutes(63));
 }
+
+/// Fence and promote act only on what the key records: a decision known to
+/// have reached the run (a re-send delivered it) is never given back, even
+/// by the exact consumption that first sent it.
+#[tokio::test]
+async fn a_delivered_decision_is_never_released() {
+    let store = store().await;
+    store
+        .put_approval(&approval("k9", t(14, 28, 0)))
+        .await
+        .unwrap();
+    let at = t(14, 15, 0);
+    store
+        .consume_approval("k9", Decision::Approve, "U1", at)
+        .await
+        .unwrap();
+    store
+        .mark_approval_delivered("k9", "U1", "U1", t(14, 15, 2))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.release_approval("k9", "U1", at).await.unwrap(),
+        ReleaseApprovalOutcome::NotOurs
+    );
+    let rec = store
+        .approval(&handover::store::approval::ApprovalSelector::Key(
+            "k9".into(),
+        ))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        rec.decided.map(|(d, by, _)| (d, by)),
+        Some((Decision::Approve, "U1".to_owned()))
+    );
+}

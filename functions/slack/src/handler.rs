@@ -53,19 +53,27 @@ impl Deps {
         let plan = PlanSource::from_env()?.load_bound(&aws).await?;
         let secrets = SecretsManager::new(aws.clone(), config.region.clone());
         let signing_secret = tokio::sync::OnceCell::new();
-        match read_slack(
-            &secrets,
-            &plan.slack.signing_secret_arn,
-            SlackSecret::SigningSecret,
+        // Bounded: Lambda gives init 10 s, and the CLI's route must come up
+        // even when Secrets Manager is slow.
+        let read = tokio::time::timeout(
+            SECRET_AT_INIT,
+            read_slack(
+                &secrets,
+                &plan.slack.signing_secret_arn,
+                SlackSecret::SigningSecret,
+            ),
         )
-        .await
-        {
-            Ok(secret) => {
+        .await;
+        match read {
+            Ok(Ok(secret)) => {
                 let _ = signing_secret.set(secret);
             }
-            Err(e) => {
-                tracing::error!(error = %chain(&e), "the Slack signing secret cannot be read: clicks are refused until it can; handover approve still decides")
+            Ok(Err(e)) => {
+                tracing::error!(error = %chain(&e), "the Slack signing secret cannot be read: clicks fail until it can; handover approve still decides")
             }
+            Err(_) => tracing::error!(
+                "the Slack signing secret did not arrive in time: clicks read it again; handover approve still decides"
+            ),
         }
         let slack =
             SlackApi::from_env().map_err(|e| FunctionError::new(ErrorName::Fatal, chain(&e)))?;
@@ -118,11 +126,15 @@ pub async fn handler<T: TaskCallback + Sync>(
         .await
     {
         Ok(s) => s,
+        // A function error, not a quiet answer: Slack shows the click as
+        // failed, and the function's Errors alarm tells the operators.
         Err(e) => {
-            tracing::error!(error = %chain(&e), "slack click refused: the signing secret cannot be read");
-            return Ok(reply(
-                503,
-                "the Slack signing secret cannot be read: decide with handover approve",
+            return Err(FunctionError::new(
+                ErrorName::Transient,
+                format!(
+                    "the Slack signing secret cannot be read ({}): clicks fail until it can; decide with handover approve",
+                    chain(&e)
+                ),
             ));
         }
     };
@@ -153,6 +165,9 @@ pub async fn handler<T: TaskCallback + Sync>(
     };
     Ok(reply(status, &text))
 }
+
+/// The most the cold start waits for the signing secret.
+const SECRET_AT_INIT: Duration = Duration::from_secs(3);
 
 /// The CLI's route, as the template declares it.
 const DECISION_ROUTE: &str = "POST /decisions";

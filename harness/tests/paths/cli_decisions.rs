@@ -162,7 +162,17 @@ async fn path_cli_approve_is_decided_on_the_server_as_the_iam_principal_once() {
     )
     .await;
     assert_eq!(code, 3, "{err}");
-    assert!(err.contains("has ended (SUCCEEDED)"), "{err}");
+    assert!(
+        err.contains("already decided (approve)") && err.contains("it has ended: SUCCEEDED"),
+        "{err}"
+    );
+    // The same approve again (a lost answer's re-run) says it is done.
+    let (code, out, err) = cli(&w, alice, &["approve", "--key", &run.key, "--yes"], "").await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("already decided the same way") && out.contains("(you)"),
+        "{out}"
+    );
     assert_eq!(
         decided(&w, &run.key).await,
         Some((Decision::Approve, ALICE.to_owned()))

@@ -36,10 +36,15 @@ impl Classify for CallbackError {
 /// How a callback task ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TaskEnd {
-    /// SendTaskSuccess reached it.
-    Succeeded,
-    /// SendTaskFailure reached it, with this error.
-    Failed(String),
+    /// SendTaskSuccess reached it, with this output.
+    Succeeded(String),
+    /// SendTaskFailure reached it, with this error and cause.
+    Failed {
+        /// The error name.
+        error: String,
+        /// The cause (a decision's JSON for a reject).
+        cause: String,
+    },
     /// It timed out (nobody's decision arrived).
     TimedOut,
 }
@@ -180,14 +185,20 @@ impl TaskCallback for SfnCallback {
         };
         for e in &events[start + 1..] {
             match e.r#type() {
-                T::TaskSucceeded => return Ok(Some(TaskEnd::Succeeded)),
-                T::TaskFailed => {
-                    let error = e
-                        .task_failed_event_details()
-                        .and_then(|d| d.error())
+                T::TaskSucceeded => {
+                    let output = e
+                        .task_succeeded_event_details()
+                        .and_then(|d| d.output())
                         .unwrap_or_default()
                         .to_owned();
-                    return Ok(Some(TaskEnd::Failed(error)));
+                    return Ok(Some(TaskEnd::Succeeded(output)));
+                }
+                T::TaskFailed => {
+                    let d = e.task_failed_event_details();
+                    return Ok(Some(TaskEnd::Failed {
+                        error: d.and_then(|d| d.error()).unwrap_or_default().to_owned(),
+                        cause: d.and_then(|d| d.cause()).unwrap_or_default().to_owned(),
+                    }));
                 }
                 T::TaskTimedOut => return Ok(Some(TaskEnd::TimedOut)),
                 T::TaskScheduled => return Ok(None),

@@ -452,9 +452,19 @@ impl<T: TaskCallback + Sync> Apply<'_, T> {
                 .await
                 {
                     use super::callback::TaskEnd;
+                    // This decision, by this decider: not merely some
+                    // SendTaskSuccess (a token can be read from the
+                    // execution history and sent by anyone allowed to).
+                    let this = |json: &str| {
+                        serde_json::from_str::<ApprovalResult>(json).is_ok_and(|r| {
+                            r.decision == decided.decision && r.approver_id == decided.approver_id
+                        })
+                    };
                     let arrived = match (&end, decided.decision) {
-                        (TaskEnd::Succeeded, Decision::Approve) => true,
-                        (TaskEnd::Failed(e), Decision::Reject) => e == ErrorName::Rejected.as_str(),
+                        (TaskEnd::Succeeded(output), Decision::Approve) => this(output),
+                        (TaskEnd::Failed { error, cause }, Decision::Reject) => {
+                            error == ErrorName::Rejected.as_str() && this(cause)
+                        }
                         _ => false,
                     };
                     if arrived {
@@ -487,8 +497,23 @@ impl<T: TaskCallback + Sync> Apply<'_, T> {
                 &error,
             );
         }
-        // Step Functions refused the decision (a definitive answer: nothing
-        // was decided): give the key back so a click can try again.
+        // Step Functions refused the decision. Give the key back so a click
+        // can try again, but only while the task still waits: an earlier
+        // attempt of this very call may have been applied with its answer
+        // lost (the SDK's retry then meets throttling), and fence and
+        // promote act only on what the key records.
+        let waiting = timeout(
+            self.share(deadline),
+            self.callback.task_end(&approval.execution, &token),
+        )
+        .await;
+        if !matches!(waiting, Ok(Ok(None))) {
+            warn!(key = %d.key, end = ?waiting.map(|r| r.map_err(|e| chain(&e))), "the decision was refused, and the task is not known to still wait: the key keeps the decision");
+            return failed(
+                "sending the decision to Step Functions (the key keeps the decision: decide the same way again, which sends it again or says it arrived)",
+                &error,
+            );
+        }
         let released = timeout(
             self.share(deadline),
             self.store.release_approval(d.key, &owner, now),

@@ -337,12 +337,15 @@ impl<T: TaskCallback + Sync, L: ExecutionLookup + Sync, S: SecretReader + Sync>
                 );
             }
         };
-        if status.is_terminal() {
+        // An ended run takes no decision; one already made is reported from
+        // the key below (a re-run after a lost answer learns what happened).
+        let ended = status.is_terminal().then(|| status.status.clone());
+        if let (Some(st), None) = (&ended, &record.decided) {
             return DecisionReply::new(
                 ReplyKind::Closed,
                 format!(
-                    "{} has ended ({}): there is no decision to give",
-                    record.execution, status.status
+                    "{} has ended ({st}): there is no decision to give",
+                    record.execution
                 ),
             );
         }
@@ -371,9 +374,13 @@ impl<T: TaskCallback + Sync, L: ExecutionLookup + Sync, S: SecretReader + Sync>
                 ),
             );
         };
-        let mut reply = self
-            .apply(caller, &approver.name, req, record, plan, deadline)
-            .await;
+        let mut reply = match (&ended, req.decision) {
+            (Some(st), Some(asked)) => from_key(record, asked, caller, plan, st),
+            _ => {
+                self.apply(caller, &approver.name, req, record, plan, deadline)
+                    .await
+            }
+        };
         reply.approver = Some(approver.name.clone());
         reply.approval = Some(view(record, plan));
         reply
@@ -475,6 +482,54 @@ impl<T: TaskCallback + Sync, L: ExecutionLookup + Sync, S: SecretReader + Sync>
             Ok(Err(e)) => warn!(error = %e, "updating the Slack message failed"),
             Err(_) => warn!("updating the Slack message timed out"),
         }
+    }
+}
+
+/// What the key records, for a run that has ended (`status`): the decision
+/// it took, or that none reached it.
+fn from_key(
+    record: &ApprovalRecord,
+    asked: Decision,
+    caller: &str,
+    plan: &crate::plan::Plan,
+    status: &str,
+) -> DecisionReply {
+    let Some((decision, by_id, at)) = &record.decided else {
+        return DecisionReply::new(
+            ReplyKind::Closed,
+            format!("{} has ended ({status})", record.execution),
+        );
+    };
+    let by = plan.decider_name(by_id).unwrap_or(by_id);
+    let who = if by_id == caller {
+        "you".to_owned()
+    } else {
+        by_id.clone()
+    };
+    match (record.delivered_at, *decision == asked) {
+        (Some(_), true) => DecisionReply::new(
+            ReplyKind::AlreadyDelivered,
+            format!(
+                "{} was already decided the same way: {decision} by {by} ({who}) at {}, and the run had it (it has ended: {status}). Nothing more to do.",
+                record.incident,
+                at.to_rfc3339()
+            ),
+        ),
+        (Some(_), false) => DecisionReply::new(
+            ReplyKind::AlreadyDecided,
+            format!(
+                "already decided ({decision}) by {by} ({who}) at {}, and the run had it (it has ended: {status})",
+                at.to_rfc3339()
+            ),
+        ),
+        (None, _) => DecisionReply::new(
+            ReplyKind::Closed,
+            format!(
+                "{} has ended ({status}); the key records {decision} by {by} ({who}) at {}, not confirmed to have reached the run",
+                record.execution,
+                at.to_rfc3339()
+            ),
+        ),
     }
 }
 

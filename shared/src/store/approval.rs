@@ -463,9 +463,9 @@ impl Store {
 
     /// Undo one consumption whose decision never reached Step Functions, so
     /// the person can click again. Only the exact consumption (same user, same
-    /// time) is undone, never someone else's decision. Safe even when the
-    /// decision did arrive after all: a task token completes only once, and a
-    /// second send is refused by Step Functions as a closed task.
+    /// time), never someone else's decision, and never one known to have
+    /// been delivered (a re-send of the same decision may have delivered it
+    /// meanwhile): fence and promote act only on what the key records.
     pub async fn release_approval(
         &self,
         key: &str,
@@ -480,7 +480,7 @@ impl Store {
             .set_key(Some(Self::key(&pk)))
             .update_expression("SET #st = :pending REMOVE decision, decided_by, decided_ms")
             .condition_expression(
-                "attribute_exists(pk) AND #st <> :pending AND decided_by = :u AND decided_ms = :at",
+                "attribute_exists(pk) AND #st <> :pending AND decided_by = :u AND decided_ms = :at AND attribute_not_exists(delivered_ms)",
             )
             .expression_attribute_names("#st", "status")
             .expression_attribute_values(":pending", s("pending"))
