@@ -238,6 +238,18 @@ pub fn approval(data_loss_acknowledged: bool) -> serde_json::Value {
     })
 }
 
+/// The on-call role the CLI tests decide as (`cli_approvers`).
+pub const ONCALL_ROLE: &str = "arn:aws:iam::123456789012:role/handover-oncall";
+
+/// `plan` whose `cli_approvers` list only [`ONCALL_ROLE`], as "On-call (CLI)".
+pub fn listing_oncall(mut plan: Plan) -> Plan {
+    plan.cli_approvers = vec![handover::plan::CliApprover {
+        arn: ONCALL_ROLE.into(),
+        name: "On-call (CLI)".into(),
+    }];
+    plan
+}
+
 /// A run of `plan` really waiting on its approval task's token, and its key
 /// stored as the approval function stores it.
 pub struct WaitingApproval {

@@ -15,6 +15,18 @@ use handover_testkit::world::{
 use handover_testkit::{aws, control, count_calls, fresh_store, unique};
 use serde_json::json;
 
+/// `state` as promote sees it after a confirmed fence.
+fn with_confirmed_fence(state: &ExecutionState) -> ExecutionState {
+    let mut state = state.clone();
+    state.steps.insert(
+        "fence".into(),
+        json!({"outcome": "confirmed", "policy": "stop", "may_proceed": true,
+               "previous_security_groups": [], "fence_security_group": "sg-x",
+               "started_at": Utc::now(), "fenced_at": Utc::now(), "epoch": 1, "detail": ""}),
+    );
+    state
+}
+
 struct Run {
     aws: Aws,
     plan: Plan,
@@ -362,13 +374,7 @@ async fn fence_and_promote_refuse_an_approval_that_is_not_an_allowed_approve() {
             err.to_string().contains("nothing is fenced or promoted"),
             "{what}: {err}"
         );
-        let mut promote_state = state.clone();
-        promote_state.steps.insert(
-            "fence".into(),
-            json!({"outcome": "confirmed", "policy": "stop", "may_proceed": true,
-                   "previous_security_groups": [], "fence_security_group": "sg-x",
-                   "started_at": Utc::now(), "fenced_at": Utc::now(), "epoch": 1, "detail": ""}),
-        );
+        let promote_state = with_confirmed_fence(&state);
         let err = r.start(&promote_state, "exec-x").await.unwrap_err();
         assert_eq!(err.error_name(), ErrorName::Precondition, "{what}: {err}");
         assert!(
@@ -1073,13 +1079,7 @@ async fn fence_and_promote_refuse_an_approval_its_key_does_not_record() {
             err.to_string().contains("nothing is fenced or promoted"),
             "{exec}: {err}"
         );
-        let mut promote_state = state.clone();
-        promote_state.steps.insert(
-            "fence".into(),
-            json!({"outcome": "confirmed", "policy": "stop", "may_proceed": true,
-                   "previous_security_groups": [], "fence_security_group": "sg-x",
-                   "started_at": Utc::now(), "fenced_at": Utc::now(), "epoch": 1, "detail": ""}),
-        );
+        let promote_state = with_confirmed_fence(&state);
         let err = r.start(&promote_state, exec).await.unwrap_err();
         assert_eq!(err.error_name(), ErrorName::Precondition, "{exec}: {err}");
         assert!(err.to_string().contains(says), "{exec}: {err}");

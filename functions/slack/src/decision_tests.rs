@@ -13,7 +13,7 @@ use handover_testkit::{example_plan, unique};
 use serde_json::{Value, json};
 
 const FIXTURE: &str = include_str!("../events/decision.json");
-const ONCALL_ROLE: &str = "arn:aws:iam::123456789012:role/handover-oncall";
+use handover_testkit::world::ONCALL_ROLE;
 const ALICE: &str = "arn:aws:sts::123456789012:assumed-role/handover-oncall/alice@example.com";
 const BOB: &str = "arn:aws:sts::123456789012:assumed-role/handover-oncall/bob@example.com";
 const MALLORY: &str = "arn:aws:sts::123456789012:assumed-role/developer/mallory@example.com";
@@ -38,12 +38,7 @@ fn event(principal: Option<&str>, body: &Value) -> Value {
 }
 
 fn plan_listing_oncall() -> Plan {
-    let mut plan = example_plan();
-    plan.cli_approvers = vec![CliApprover {
-        arn: ONCALL_ROLE.into(),
-        name: "On-call (CLI)".into(),
-    }];
-    plan
+    handover_testkit::world::listing_oncall(example_plan())
 }
 
 type Waiting = handover_testkit::world::WaitingApproval;

@@ -10,7 +10,7 @@
 //! approval function stores it.
 
 use super::{World, fresh_record, path_plan, world};
-use handover::plan::{CliApprover, Plan};
+use handover::plan::Plan;
 use handover::store::approval::{ApprovalSelector, Decision};
 use handover_testkit::TEST_REGION;
 use serde_json::Value;
@@ -18,17 +18,12 @@ use std::io::Write;
 use std::process::Stdio;
 use std::time::Duration;
 
-const ONCALL_ROLE: &str = "arn:aws:iam::123456789012:role/handover-oncall";
+use handover_testkit::world::ONCALL_ROLE;
 const ALICE: &str = "arn:aws:sts::123456789012:assumed-role/handover-oncall/alice@example.com";
 const BOB: &str = "arn:aws:sts::123456789012:assumed-role/handover-oncall/bob@example.com";
 
 fn plan_with_cli_approver(w: &World) -> Plan {
-    let mut plan = path_plan(w);
-    plan.cli_approvers = vec![CliApprover {
-        arn: ONCALL_ROLE.into(),
-        name: "On-call (CLI)".into(),
-    }];
-    plan
+    handover_testkit::world::listing_oncall(path_plan(w))
 }
 
 type Waiting = handover_testkit::world::WaitingApproval;
