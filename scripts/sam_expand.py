@@ -36,6 +36,10 @@ def main() -> int:
     glob = template.get("Globals", {}).get("Function", {})
     if isinstance(glob.get("CodeUri"), str):
         glob["CodeUri"] = "s3://handover-artifacts/placeholder.zip"
+    for res in template.get("Resources", {}).values():
+        props = res.get("Properties", {})
+        if res["Type"] == "AWS::Serverless::Function" and isinstance(props.get("CodeUri"), str):
+            props["CodeUri"] = "s3://handover-artifacts/placeholder.zip"
     params = {p: "x" for p in template.get("Parameters", {})}
     params.update({"AWS::Region": "ap-northeast-1", "AWS::Partition": "aws", "AWS::AccountId": "123456789012"})
     os.environ.setdefault("AWS_DEFAULT_REGION", "ap-northeast-1")
