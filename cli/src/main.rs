@@ -22,9 +22,10 @@
 //!   pause flag and the last readiness.
 //! - `handover pause --reason TEXT [--by NAME]` / `handover resume [--by NAME]`:
 //!   stop detect from starting failovers (it goes on probing), and let it again.
-//! - `handover readiness [--json] [--table T] [--plan-parameter NAME | --plan-file PATH] [--region R]`:
+//! - `handover readiness [--json] [--fence-role-arn ARN --promote-role-arn ARN] [--table T] [--plan-parameter NAME | --plan-file PATH] [--region R]`:
 //!   would a failover work now? Every check of `handover::readiness` with
-//!   its verdict, what was observed and expected, and the fix. Read calls only.
+//!   its verdict, what was observed and expected, and the fix. Read calls only
+//!   (the roles, the stack's outputs, are simulated with IAM's policy simulator).
 //!
 //! - `handover approve` / `handover reject [--key K | --execution ARN | --incident ID | --table T]
 //!   [--decision-url URL] [--yes] [--accept-data-loss] [--region R]`: decide a
@@ -86,7 +87,7 @@ pub(crate) const USAGE: &str = "usage: handover init [--table TABLE] [--plan-par
        handover status [--json] [--table TABLE] [--plan-parameter NAME | --plan-file PATH] [--region REGION]
        handover pause --reason TEXT [--by NAME] [--table TABLE] [--plan-parameter NAME | --plan-file PATH] [--region REGION]
        handover resume [--by NAME] [--table TABLE] [--plan-parameter NAME | --plan-file PATH] [--region REGION]
-       handover readiness [--json] [--table TABLE] [--plan-parameter NAME | --plan-file PATH] [--region REGION]
+       handover readiness [--json] [--fence-role-arn ARN --promote-role-arn ARN] [--table TABLE] [--plan-parameter NAME | --plan-file PATH] [--region REGION]
        handover approve [--key KEY | --execution ARN | --incident ID | --table TABLE] [--decision-url URL] [--yes] [--accept-data-loss] [--region REGION]
        handover reject [--key KEY | --execution ARN | --incident ID | --table TABLE] [--decision-url URL] [--yes] [--region REGION]
        handover report [--execution ARN] [--format md|html|json] [--render] [--table TABLE] [--region REGION]

@@ -5,7 +5,7 @@ use handover::readiness::{Verdict, evaluate_now};
 use std::collections::BTreeMap;
 
 /// The command's own flags.
-pub const FLAGS: &[&str] = &["--json"];
+pub const FLAGS: &[&str] = &["--json", "--fence-role-arn", "--promote-role-arn"];
 
 /// Exit code when a check fails (the world would not fail over as planned).
 pub const NOT_READY: u8 = 5;
@@ -16,6 +16,29 @@ pub async fn readiness(
     flags: &BTreeMap<&'static str, String>,
 ) -> Result<String, (u8, String)> {
     let json = flags.contains_key("--json");
+    // The roles to simulate: the flags, else the variables the readiness
+    // function has (the stack's outputs FenceRoleArn and PromoteRoleArn).
+    let roles = match (
+        flags
+            .get("--fence-role-arn")
+            .cloned()
+            .or_else(|| crate::env(handover::readiness::iam::FENCE_ROLE_ENV)),
+        flags
+            .get("--promote-role-arn")
+            .cloned()
+            .or_else(|| crate::env(handover::readiness::iam::PROMOTE_ROLE_ENV)),
+    ) {
+        (Some(fence), Some(promote)) => {
+            Some(handover::readiness::iam::FailoverRoles { fence, promote })
+        }
+        (None, None) => None,
+        _ => {
+            return Err((
+                2,
+                "give both --fence-role-arn and --promote-role-arn (the stack's outputs FenceRoleArn and PromoteRoleArn), or neither".into(),
+            ));
+        }
+    };
     let api = handover::slack::api::SlackApi::from_env().map_err(|e| {
         (
             4,
@@ -35,6 +58,7 @@ pub async fn readiness(
         &slack,
         &ctx.plan,
         &ctx.store,
+        roles.as_ref(),
         chrono::Utc::now(),
         None,
     )

@@ -39,6 +39,9 @@ Control endpoints (JSON): ``POST /_handover/faults``, ``POST /_handover/health``
 ``POST /_handover/apigw`` (``{"routes": [{"method", "path", "function", "auth"}]}``),
 ``POST /_handover/maintenance`` (``{"<db id>": [pending actions]}``: RDS's
 DescribePendingMaintenanceActions, which moto lacks),
+IAM's SimulatePrincipalPolicy (moto lacks it too) is answered from the roles
+in moto's IAM: their inline and attached policies and permissions boundary,
+evaluated by ``evaluate_policies`` as IAM's policy evaluation logic does,
 ``GET /_handover/calls`` (a log of AWS actions seen, for exact-call assertions),
 ``POST /_handover/model`` (``{"<model id>": {"text": "..."}}``), ``GET /_handover/model``
 (the Converse requests seen, by model id), ``POST /_handover/sns`` (an http
@@ -695,6 +698,10 @@ REST_ACTIONS = [
     ("s3", "HEAD", r"^/[^/]+/.+$", "GetObject"),
     ("s3", "PUT", r"^/[^/]+/?$", "CreateBucket"),
     ("s3", "GET", r"^/[^/]+/?$", "ListBucket"),
+    ("eks", "GET", r"^/clusters/[^/]+/node-groups/[^/]+$", "DescribeNodegroup"),
+    ("eks", "POST", r"^/clusters/[^/]+/node-groups$", "CreateNodegroup"),
+    ("eks", "GET", r"^/clusters/[^/]+$", "DescribeCluster"),
+    ("eks", "POST", r"^/clusters$", "CreateCluster"),
 ]
 
 
@@ -712,6 +719,165 @@ def action_of(headers, path: str, body: bytes, service: str = "", method: str = 
         if svc == service and verb == method and re.match(pattern, bare):
             return action
     return bare
+
+
+# -- IAM policy evaluation (SimulatePrincipalPolicy) ---------------------------
+# The subset of IAM's policy language Handover's roles use, evaluated as the
+# IAM User Guide's "Policy evaluation logic" says: an explicit Deny wins, then
+# an Allow, else an implicit deny; a permissions boundary must allow too. A
+# condition operator outside the subset raises, so a policy the emulator
+# cannot judge is an error, never a guess.
+
+def _glob(pattern: str, value: str, fold: bool) -> bool:
+    rx = "^" + ".*".join(re.escape(p).replace(r"\?", ".") for p in pattern.split("*")) + "$"
+    return re.match(rx, value, re.IGNORECASE if fold else 0) is not None
+
+
+def _listed(value) -> list:
+    return value if isinstance(value, list) else [value]
+
+
+def _condition_holds(block: dict, context: dict, missing: set) -> bool:
+    for op, tests in block.items():
+        qualifier, _, base = op.rpartition(":")
+        if_exists = base.endswith("IfExists")
+        base = base[: -len("IfExists")] if if_exists else base
+        compare = {
+            "StringEquals": lambda a, b: a == b,
+            "StringNotEquals": lambda a, b: a != b,
+            "StringLike": lambda a, b: _glob(b, a, False),
+            "StringNotLike": lambda a, b: not _glob(b, a, False),
+            "ArnEquals": lambda a, b: a == b,
+            "ArnLike": lambda a, b: _glob(b, a, False),
+            "Bool": lambda a, b: str(a).lower() == str(b).lower(),
+        }.get(base)
+        if compare is None or qualifier not in ("", "ForAllValues", "ForAnyValue"):
+            raise ValueError(f"the emulator cannot evaluate condition operator {op}")
+        negated = base.startswith("StringNot")
+        for key, wanted in tests.items():
+            wanted = _listed(wanted)
+            values = context.get(key.lower())
+            if values is None:
+                if qualifier == "ForAllValues" or if_exists:
+                    continue  # an empty set satisfies ForAllValues
+                missing.add(key)
+                return False
+            if negated:
+                one = lambda v: all(compare(v, w) for w in wanted)  # noqa: E731
+            else:
+                one = lambda v: any(compare(v, w) for w in wanted)  # noqa: E731
+            if qualifier == "ForAllValues":
+                ok = all(one(v) for v in values)
+            else:
+                ok = any(one(v) for v in values)
+            if not ok:
+                return False
+    return True
+
+
+def evaluate_policies(docs: list, action: str, resource: str, context: dict, missing: set) -> str:
+    """`allowed`, `explicitDeny` or `implicitDeny` for one action on one resource."""
+    allowed = False
+    for doc in docs:
+        for st in _listed(doc.get("Statement", [])):
+            if "Action" in st:
+                hit = any(_glob(a, action, True) for a in _listed(st["Action"]))
+            else:
+                hit = not any(_glob(a, action, True) for a in _listed(st.get("NotAction", [])))
+            if not hit:
+                continue
+            if "Resource" in st:
+                hit = any(_glob(r, resource, False) for r in _listed(st["Resource"]))
+            else:
+                hit = not any(_glob(r, resource, False) for r in _listed(st.get("NotResource", [])))
+            if not hit or not _condition_holds(st.get("Condition", {}), context, missing):
+                continue
+            if st.get("Effect") == "Deny":
+                return "explicitDeny"
+            allowed = True
+    return "allowed" if allowed else "implicitDeny"
+
+
+def _members(q: dict, prefix: str) -> list:
+    """`Prefix.member.N` values of a Query request, in N's order."""
+    found = []
+    for k, v in q.items():
+        m = re.match(rf"^{re.escape(prefix)}\.member\.(\d+)$", k)
+        if m:
+            found.append((int(m.group(1)), v[0]))
+    return [v for _, v in sorted(found)]
+
+
+def simulate_principal_policy(body: bytes) -> tuple[int, str]:
+    """IAM SimulatePrincipalPolicy (IAM API Reference) for a role in moto's
+    IAM: each action of `ActionNames` on each of `ResourceArns` (`*` when
+    none), with `ContextEntries`. Returns (status, XML)."""
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.iam.models import iam_backends
+    q = urllib.parse.parse_qs(body.decode("utf-8", "replace"))
+    source = q.get("PolicySourceArn", [""])[0]
+    actions = _members(q, "ActionNames")
+    resources = _members(q, "ResourceArns") or ["*"]
+    context = {}
+    n = 1
+    while f"ContextEntries.member.{n}.ContextKeyName" in q:
+        key = q[f"ContextEntries.member.{n}.ContextKeyName"][0]
+        context[key.lower()] = _members(q, f"ContextEntries.member.{n}.ContextKeyValues")
+        n += 1
+
+    def error(status: int, code: str, message: str) -> tuple[int, str]:
+        return status, (f'<ErrorResponse xmlns="https://iam.amazonaws.com/doc/2010-05-08/"><Error>'
+                        f"<Type>Sender</Type><Code>{code}</Code><Message>{escape(message)}</Message>"
+                        "</Error><RequestId>handover-simulate</RequestId></ErrorResponse>")
+
+    if not actions:
+        return error(400, "ValidationError", "1 validation error detected: Value null at 'actionNames'")
+    backend = iam_backends[DEFAULT_ACCOUNT_ID]["global"]
+    role = next((r for r in backend.roles.values() if r.arn == source), None)
+    if role is None:
+        return error(404, "NoSuchEntity", f"The role with ARN {source} cannot be found.")
+
+    def document(arn: str) -> dict:
+        policy = backend.managed_policies.get(arn)
+        if policy is None:
+            return {}
+        version = next(v for v in policy.versions if v.is_default)
+        return json.loads(urllib.parse.unquote(version.document) if version.document.startswith("%") else version.document)
+
+    def parsed(doc) -> dict:
+        return doc if isinstance(doc, dict) else json.loads(doc)
+
+    docs = [parsed(d) for d in role.policies.values()]
+    docs += [document(arn) for arn in role.managed_policies]
+    boundary = getattr(role, "permissions_boundary", None)
+    if isinstance(boundary, dict):  # moto keeps {"PermissionsBoundaryArn": ..., ...}
+        boundary = boundary.get("PermissionsBoundaryArn")
+    members = ""
+    for action in actions:
+        for resource in resources:
+            missing: set = set()
+            try:
+                decision = evaluate_policies(docs, action, resource, context, missing)
+                if decision == "allowed" and boundary:
+                    decision = evaluate_policies([document(boundary)], action, resource, context, missing)
+            except ValueError as e:
+                return error(400, "InvalidInput", str(e))
+            missing_xml = "".join(f"<member>{escape(m)}</member>" for m in sorted(missing))
+            boundary_xml = ("<PermissionsBoundaryDecisionDetail><AllowedByPermissionsBoundary>"
+                            f"{'true' if decision == 'allowed' else 'false'}</AllowedByPermissionsBoundary>"
+                            "</PermissionsBoundaryDecisionDetail>") if boundary else ""
+            members += ("<member>"
+                        f"<EvalActionName>{escape(action)}</EvalActionName>"
+                        f"<EvalResourceName>{escape(resource)}</EvalResourceName>"
+                        f"<EvalDecision>{decision}</EvalDecision>"
+                        "<MatchedStatements/>"
+                        f"<MissingContextValues>{missing_xml}</MissingContextValues>"
+                        f"{boundary_xml}</member>")
+    return 200, ('<SimulatePrincipalPolicyResponse xmlns="https://iam.amazonaws.com/doc/2010-05-08/">'
+                 "<SimulatePrincipalPolicyResult><IsTruncated>false</IsTruncated>"
+                 f"<EvaluationResults>{members}</EvaluationResults></SimulatePrincipalPolicyResult>"
+                 "<ResponseMetadata><RequestId>handover-simulate</RequestId></ResponseMetadata>"
+                 "</SimulatePrincipalPolicyResponse>")
 
 
 def merge(world: World, table: dict, doc: dict, convert=lambda v: v) -> dict:
@@ -1020,6 +1186,10 @@ def make_handler(world: World):
             if service == "rds" and action_of(self.headers, path, body, service, method) \
                     == "DescribePendingMaintenanceActions":
                 return self._pending_maintenance(body, service_region(self.headers)[1])
+            if service == "iam" and action_of(self.headers, path, body, service, method) \
+                    == "SimulatePrincipalPolicy":
+                status, out = simulate_principal_policy(body)
+                return self._send(status, out.encode(), {"Content-Type": "text/xml"})
             if service == "bedrock":
                 m = re.match(r"^/model/([^/]+)/converse$", path.split("?")[0])
                 if m and method == "POST":

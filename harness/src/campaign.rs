@@ -549,12 +549,14 @@ impl Campaign {
         let records = snapshot_records(&aws, &plan).await?;
         let plan_parameter = crate::world::put_plan_parameter(&aws, REGION, &plan).await;
         let operator_topic = crate::operator_topic(&aws, REGION).await;
+        let roles = crate::stack::provision_failover_roles(&aws, &plan, TABLE).await;
         let mut env = crate::world::stack_environment(
             &plan,
             TABLE,
             &plan_parameter,
             &state_machine,
             &operator_topic,
+            &roles,
             true,
         );
         env.push(("SLACK_API_BASE", slack.api_base()));

@@ -327,6 +327,9 @@ impl Drill {
         plan.dns.read_url = Some(format!("{}/health", front.url));
         plan.dns.served_by_header = Some("x-served-by".into());
         crate::world::provision_fence_group(&aws, &mut plan).await;
+        // S's compute, scaled down but up: readiness compares it with the
+        // plan's minimums.
+        crate::stack::provision_capacity(&aws, &mut plan).await;
         provision_databases(&aws, &plan).await;
         // RDS takes its time, as in AWS (compressed; README, "The emulated world").
         crate::campaign::realistic_pair(&plan).await;
@@ -439,12 +442,14 @@ impl Drill {
         // get the environment the stack would give them.
         let plan_parameter = crate::world::put_plan_parameter(&aws, REGION, &plan).await;
         let operator_topic = crate::operator_topic(&aws, REGION).await;
+        let roles = crate::stack::provision_failover_roles(&aws, &plan, table).await;
         let mut env = crate::world::stack_environment(
             &plan,
             table,
             &plan_parameter,
             &state_machine,
             &operator_topic,
+            &roles,
             true,
         );
         env.push(("SLACK_API_BASE", slack.api_base()));

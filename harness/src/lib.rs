@@ -18,6 +18,7 @@ pub mod logs;
 pub mod pdb;
 pub mod public;
 pub mod runtime_api;
+pub mod stack;
 pub mod triggers;
 pub mod wire;
 pub mod world;

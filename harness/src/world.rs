@@ -182,6 +182,8 @@ pub fn unique_plan() -> Plan {
     plan.regions.primary.target_group_arns.clear();
     plan.regions.standby.target_group_arns.clear();
     plan.explain = None;
+    // Tests that want S's compute provision it (crate::stack::provision_capacity).
+    plan.capacity = Default::default();
     plan.detection.probe_timeout_ms = 300;
     plan.report.bucket = "handover-test-reports".into();
     plan.timings.call_timeout_ms = 1_500;
@@ -550,8 +552,9 @@ pub async fn put_plan_parameter(aws: &Aws, region: &str, plan: &Plan) -> String 
 
 /// The environment the stack gives its functions, for a stack deployed for
 /// `plan`: the stack binding ([`handover::stack::StackBinding`]), the table,
-/// the plan parameter, the state machine, the operator topic, the stack name
-/// and the `Drill` parameter. `Lambdas::start`
+/// the plan parameter, the state machine, the operator topic, the roles
+/// readiness simulates ([`crate::stack::provision_failover_roles`]), the
+/// stack name and the `Drill` parameter. `Lambdas::start`
 /// checks that it covers every variable the template sets.
 pub fn stack_environment(
     plan: &Plan,
@@ -559,11 +562,20 @@ pub fn stack_environment(
     plan_parameter: &str,
     state_machine: &str,
     operator_topic: &str,
+    roles: &handover::readiness::iam::FailoverRoles,
     drill: bool,
 ) -> Vec<(&'static str, String)> {
     let mut env = handover::stack::StackBinding::environment_for(plan);
     env.extend([
         ("TABLE_NAME", table.to_owned()),
+        (
+            handover::readiness::iam::FENCE_ROLE_ENV,
+            roles.fence.clone(),
+        ),
+        (
+            handover::readiness::iam::PROMOTE_ROLE_ENV,
+            roles.promote.clone(),
+        ),
         ("PLAN_PARAMETER", plan_parameter.to_owned()),
         ("STATE_MACHINE_ARN", state_machine.to_owned()),
         ("HANDOVER_STACK_NAME", "handover-local".to_owned()),

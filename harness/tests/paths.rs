@@ -32,6 +32,8 @@ const BOT_TOKEN: &str = "xoxb-e2e-bot-token-not-for-production";
 
 struct World {
     aws: Aws,
+    /// The fence and promote roles the stack made (readiness simulates them).
+    roles: handover::readiness::iam::FailoverRoles,
     lambdas: Lambdas,
     slack: SlackStandIn,
     store: Store,
@@ -93,18 +95,22 @@ async fn world() -> MutexGuard<'static, World> {
             // themselves), but the stack gives every function its ARN.
             let state_machine = handover_testkit::waiting_state_machine(&aws, TEST_REGION).await;
             let operator_topic = handover_testkit::operator_topic(&aws, TEST_REGION).await;
+            let roles =
+                handover_testkit::stack::provision_failover_roles(&aws, &plan, &table).await;
             let mut env = handover_testkit::world::stack_environment(
                 &plan,
                 &table,
                 &plan_parameter,
                 &state_machine,
                 &operator_topic,
+                &roles,
                 false,
             );
             env.push(("SLACK_API_BASE", slack.api_base()));
             let lambdas = Lambdas::start(&env).await;
             Mutex::new(World {
                 aws,
+                roles,
                 lambdas,
                 slack,
                 store,
@@ -1240,6 +1246,9 @@ async fn start_switchover(
         .await
         .unwrap();
     provision_databases(aws, &plan).await;
+    // The stack deployed for this plan: its roles grant on these databases
+    // (readiness simulates them).
+    handover_testkit::stack::apply_failover_policies(aws, &w.roles, &plan, w.store.table()).await;
     let dir = std::env::temp_dir().join(unique("handover-switchover"));
     let (p, s) = handover_testkit::pdb::pair(&dir, &plan, "canary")
         .await

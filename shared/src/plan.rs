@@ -48,6 +48,11 @@ pub struct Plan {
     /// Resources in S that must not depend on P (audited after failover).
     #[serde(default)]
     pub dependencies: Vec<Dependency>,
+    /// S's compute that takes the traffic after a switch, with the least
+    /// each must run (readiness compares them every half hour). Empty:
+    /// capacity is not checked.
+    #[serde(default)]
+    pub capacity: Capacity,
     /// A table whose rows carry the time they were written, on which the
     /// data S never got is measured once both sides can be read
     /// (`handover rpo`). Without it only the estimate at promotion exists.
@@ -202,6 +207,8 @@ impl Plan {
             *tls_server_name = None;
         }
         out.dependencies.clear();
+        // The compute named is S's; P's side after the trip is not described.
+        out.capacity = Capacity::default();
         out.failback = None;
         Ok(out)
     }
@@ -842,6 +849,67 @@ pub enum Dependency {
     },
 }
 
+/// S's compute, each with the least it must run to take P's traffic. All
+/// live in S's Region.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Capacity {
+    /// ECS services (DescribeServices: `runningCount`).
+    #[serde(default)]
+    pub ecs_services: Vec<EcsServiceMinimum>,
+    /// EC2 Auto Scaling groups (DescribeAutoScalingGroups: instances
+    /// `InService` and `Healthy`).
+    #[serde(default)]
+    pub auto_scaling_groups: Vec<AutoScalingGroupMinimum>,
+    /// EKS managed node groups (DescribeNodegroup, then the Auto Scaling
+    /// group EKS made for it).
+    #[serde(default)]
+    pub eks_node_groups: Vec<EksNodeGroupMinimum>,
+}
+
+impl Capacity {
+    /// Nothing named.
+    pub fn is_empty(&self) -> bool {
+        self.ecs_services.is_empty()
+            && self.auto_scaling_groups.is_empty()
+            && self.eks_node_groups.is_empty()
+    }
+}
+
+/// An ECS service in S and the tasks it must run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EcsServiceMinimum {
+    /// Cluster name or ARN.
+    pub cluster: String,
+    /// Service name or ARN.
+    pub service: String,
+    /// Tasks that must be running.
+    pub min_running: u32,
+}
+
+/// An Auto Scaling group in S and the instances it must have in service.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AutoScalingGroupMinimum {
+    /// The group's name.
+    pub name: String,
+    /// Instances `InService` and `Healthy`.
+    pub min_in_service: u32,
+}
+
+/// An EKS managed node group in S and the nodes it must have.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EksNodeGroupMinimum {
+    /// The EKS cluster.
+    pub cluster: String,
+    /// The node group.
+    pub node_group: String,
+    /// Nodes in service.
+    pub min_nodes: u32,
+}
+
 fn default_backup_retention() -> i32 {
     7
 }
@@ -1194,6 +1262,7 @@ impl Plan {
                 return bad(&format!("cli_approvers.{i}.arn"), "listed twice");
             }
         }
+        self.validate_capacity()?;
         non_empty(&self.slack.channel, "slack.channel")?;
         if self.slack.approvers.is_empty() {
             return bad("slack.approvers", "must name at least one approver");
@@ -1348,6 +1417,60 @@ impl Plan {
                     path: format!("plan.regions.{name}.target_group_arns[{i}]"),
                     problem,
                 })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// `capacity`: names given, minimums of at least 1, nothing twice.
+    fn validate_capacity(&self) -> Result<(), PlanError> {
+        let bad = |path: String, problem: &str| {
+            Err(PlanError {
+                path: format!("plan.capacity.{path}"),
+                problem: problem.into(),
+            })
+        };
+        let c = &self.capacity;
+        let mut seen = BTreeSet::new();
+        for (i, e) in c.ecs_services.iter().enumerate() {
+            non_empty(&e.cluster, &format!("capacity.ecs_services.{i}.cluster"))?;
+            non_empty(&e.service, &format!("capacity.ecs_services.{i}.service"))?;
+            if e.min_running == 0 {
+                return bad(
+                    format!("ecs_services.{i}.min_running"),
+                    "must be at least 1 (a minimum of 0 checks nothing)",
+                );
+            }
+            if !seen.insert(("ecs", e.cluster.as_str(), e.service.as_str())) {
+                return bad(format!("ecs_services.{i}"), "listed twice");
+            }
+        }
+        for (i, g) in c.auto_scaling_groups.iter().enumerate() {
+            non_empty(&g.name, &format!("capacity.auto_scaling_groups.{i}.name"))?;
+            if g.min_in_service == 0 {
+                return bad(
+                    format!("auto_scaling_groups.{i}.min_in_service"),
+                    "must be at least 1 (a minimum of 0 checks nothing)",
+                );
+            }
+            if !seen.insert(("asg", "", g.name.as_str())) {
+                return bad(format!("auto_scaling_groups.{i}"), "listed twice");
+            }
+        }
+        for (i, n) in c.eks_node_groups.iter().enumerate() {
+            non_empty(&n.cluster, &format!("capacity.eks_node_groups.{i}.cluster"))?;
+            non_empty(
+                &n.node_group,
+                &format!("capacity.eks_node_groups.{i}.node_group"),
+            )?;
+            if n.min_nodes == 0 {
+                return bad(
+                    format!("eks_node_groups.{i}.min_nodes"),
+                    "must be at least 1 (a minimum of 0 checks nothing)",
+                );
+            }
+            if !seen.insert(("eks", n.cluster.as_str(), n.node_group.as_str())) {
+                return bad(format!("eks_node_groups.{i}"), "listed twice");
             }
         }
         Ok(())

@@ -5,6 +5,7 @@ use handover::aws::Aws;
 use handover::config::{PlanSource, required};
 use handover::error::{ErrorName, FunctionError};
 use handover::plan::Plan;
+use handover::readiness::iam::FailoverRoles;
 use handover::readiness::{Readiness, Verdict, evaluate_now};
 use handover::slack::api::SlackApi;
 use handover::slack::secrets::SecretsManager;
@@ -22,18 +23,26 @@ pub struct Deps {
     slack: SlackApi,
     slack_secrets: SecretsManager,
     operators: Sns,
+    roles: FailoverRoles,
 }
 
 impl Deps {
     /// From `AWS_REGION`, `TABLE_NAME`, the plan (`PLAN_PARAMETER` or
-    /// `PLAN_FILE`), `HANDOVER_OPERATOR_TOPIC` and `SLACK_API_BASE` (optional).
+    /// `PLAN_FILE`), `HANDOVER_OPERATOR_TOPIC`, the fence and promote roles
+    /// to simulate (`HANDOVER_FENCE_ROLE_ARN`, `HANDOVER_PROMOTE_ROLE_ARN`)
+    /// and `SLACK_API_BASE` (optional).
     pub async fn from_env() -> Result<Self, FunctionError> {
         let aws = Arc::new(Aws::new());
         let region = required("AWS_REGION")?;
         let plan = PlanSource::from_env()?.load_bound(&aws).await?;
         let slack = SlackApi::from_env()
             .map_err(|e| FunctionError::new(ErrorName::Fatal, handover::error::chain(&e)))?;
+        let roles = FailoverRoles {
+            fence: required(handover::readiness::iam::FENCE_ROLE_ENV)?,
+            promote: required(handover::readiness::iam::PROMOTE_ROLE_ENV)?,
+        };
         Ok(Deps {
+            roles,
             store: Store::new(aws.dynamodb(&region).await, required("TABLE_NAME")?),
             operators: Sns::new(&aws, &required("HANDOVER_OPERATOR_TOPIC")?).await,
             slack_secrets: SecretsManager::new(aws.clone(), region),
@@ -170,7 +179,16 @@ pub async fn handler(event: serde_json::Value, deps: &Deps) -> Result<Outcome, F
         Trigger::Switchover { incident, .. } => Some(incident.as_str()),
         _ => None,
     };
-    let r = evaluate_now(&deps.aws, &slack, plan, &deps.store, now, own_run).await;
+    let r = evaluate_now(
+        &deps.aws,
+        &slack,
+        plan,
+        &deps.store,
+        Some(&deps.roles),
+        now,
+        own_run,
+    )
+    .await;
     let not_passing: Vec<String> = r
         .checks
         .iter()

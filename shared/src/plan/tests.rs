@@ -67,7 +67,14 @@ fn the_explanation_is_called_in_s_unless_the_plan_says_otherwise() {
 #[test]
 fn defaults_fill_optional_sections() {
     let mut v = example();
-    for key in ["targets", "detection", "timings", "fence", "dependencies"] {
+    for key in [
+        "targets",
+        "detection",
+        "timings",
+        "fence",
+        "dependencies",
+        "capacity",
+    ] {
         v.as_object_mut().unwrap().remove(key);
     }
     let plan = Plan::from_json(&v.to_string()).unwrap();
@@ -655,4 +662,74 @@ fn the_failback_section_is_validated_field_by_field() {
         }
         other => panic!("{other:?}"),
     }
+}
+
+#[test]
+fn capacity_names_what_it_checks_with_a_minimum_of_at_least_one() {
+    let plan = Plan::from_value(example()).unwrap();
+    assert_eq!(plan.capacity.ecs_services[0].min_running, 2);
+    assert!(
+        Plan::from_value({
+            let mut v = example();
+            v.as_object_mut().unwrap().remove("capacity");
+            v
+        })
+        .unwrap()
+        .capacity
+        .is_empty()
+    );
+    for (section, entry, path, why) in [
+        (
+            "ecs_services",
+            json!({"cluster": "shop", "service": "web", "min_running": 0}),
+            "capacity.ecs_services.0.min_running",
+            "at least 1",
+        ),
+        (
+            "ecs_services",
+            json!({"cluster": " ", "service": "web", "min_running": 1}),
+            "capacity.ecs_services.0.cluster",
+            "empty",
+        ),
+        (
+            "auto_scaling_groups",
+            json!({"name": "web", "min_in_service": 0}),
+            "capacity.auto_scaling_groups.0.min_in_service",
+            "at least 1",
+        ),
+        (
+            "eks_node_groups",
+            json!({"cluster": "c", "node_group": "", "min_nodes": 1}),
+            "capacity.eks_node_groups.0.node_group",
+            "empty",
+        ),
+    ] {
+        let e = err_of(with("capacity", json!({ section: [entry] })));
+        assert!(e.contains(path) && e.contains(why), "{section}: {e}");
+    }
+    let twice = json!({"name": "web", "min_in_service": 1});
+    let e = err_of(with(
+        "capacity",
+        json!({"auto_scaling_groups": [twice, twice]}),
+    ));
+    assert!(
+        e.contains("auto_scaling_groups.1") && e.contains("twice"),
+        "{e}"
+    );
+    // A misspelt field is refused, not ignored.
+    let e = err_of(with(
+        "capacity",
+        json!({"ecs_services": [{"cluster": "c", "service": "s", "min_runing": 2}]}),
+    ));
+    assert!(
+        e.contains("min_runing") || e.contains("unknown field"),
+        "{e}"
+    );
+    // After a failover the plan is turned around: S's compute names
+    // nothing on P's side, so the reversed plan checks none.
+    let previous = std::collections::BTreeMap::from([(
+        writer_lever(&plan.dns.writer),
+        Some("shop-db.abcdefghijkl.ap-northeast-2.rds.amazonaws.com".to_owned()),
+    )]);
+    assert!(plan.reversed(&previous).unwrap().capacity.is_empty());
 }

@@ -12,10 +12,10 @@
 //! is a pure function of it, so each check is tested on the drift it
 //! catches.
 //!
-//! Not checked here: IAM policy simulation of the functions' roles
-//! (`scripts/iam_check.py` proves at build time that each role grants
-//! exactly what its code calls), S's capacity (ECS, Auto Scaling, EKS) and
-//! RDS pending maintenance.
+//! [`iam`] simulates the fence and promote roles on the resources the
+//! failover touches; [`capacity`] compares S's compute with the plan's
+//! minimums. Both read through SDK clients only the readiness function, the
+//! CLI and the harness build (features `iam` and `capacity`).
 
 use crate::adapters::{
     AwsError, DbInspector, DbInstance, LagSample, MaintenanceReader, PendingMaintenance, ReplicaLag,
@@ -29,6 +29,10 @@ use crate::report::sources::{ParameterReader, SecretUsernames};
 use crate::store::lock::LockState;
 use crate::store::primary::PrimaryRecord;
 use chrono::{DateTime, Utc};
+
+pub mod capacity;
+pub mod iam;
+
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -229,6 +233,10 @@ pub struct Snapshot {
     pub fence_group: Result<Option<FenceGroup>, String>,
     /// Slack, as the bot sees it.
     pub slack: SlackFacts,
+    /// S's compute the plan names.
+    pub capacity: capacity::CapacityFacts,
+    /// The policy simulation of the fence and promote roles.
+    pub iam: iam::IamFacts,
 }
 
 /// Maintenance RDS applies within this long counts as under way: S may be
@@ -622,6 +630,7 @@ pub fn evaluate_for(plan: &Plan, s: &Snapshot, own_run: Option<&str>) -> Readine
         }
         Err(e) => unread("fence.group", "the fence group", e, expected),
     });
+    iam::checks(&s.iam, &mut out);
     // --- Slack ---------------------------------------------------------------
     let slack_unread = |id: &str, what: &str, e: &str, expected: &str| {
         check(
@@ -871,6 +880,7 @@ pub fn evaluate_for(plan: &Plan, s: &Snapshot, own_run: Option<&str>) -> Readine
             Err(e) => unread(id, &format!("SSM parameter {name}"), e, expected),
         });
     }
+    capacity::checks(plan, &s.capacity, &mut out);
     // --- Handover's own state ------------------------------------------------
     match &s.primary {
         Ok(Some(rec)) => {
@@ -1302,13 +1312,28 @@ pub struct Sources<'a, P, S, L, C, A, R, K, U, F, W> {
     pub slack: &'a W,
 }
 
+/// The read calls [`observe`] makes beyond [`Sources`]: S's compute, and
+/// IAM's policy simulator with the roles it simulates.
+pub struct Reach<'a, X, Y> {
+    /// ECS, Auto Scaling and EKS in S's Region.
+    pub capacity: &'a X,
+    /// IAM's policy simulator.
+    pub simulator: &'a Y,
+    /// The fence and promote roles to simulate (`None`: not known here).
+    pub roles: Option<&'a iam::FailoverRoles>,
+}
+
 /// Read the world with the real adapters (the readiness function and
 /// `handover readiness`) and evaluate it.
+///
+/// `roles` are the fence and promote roles to simulate; without them the
+/// two `iam.*` checks warn that they were not simulated.
 pub async fn evaluate_now<W: SlackReads + Sync>(
     aws: &crate::aws::Aws,
     slack: &W,
     plan: &Plan,
     store: &crate::store::Store,
+    roles: Option<&iam::FailoverRoles>,
     now: DateTime<Utc>,
     own_run: Option<&str>,
 ) -> Readiness {
@@ -1322,6 +1347,8 @@ pub async fn evaluate_now<W: SlackReads + Sync>(
     let secrets = crate::failover::canary::SecretsManager::new(aws, &s.region).await;
     let usernames = crate::report::sources::SecretsManagerUsernames::new(aws, &s.region);
     let fence = Ec2Groups::new(aws, &p.region).await;
+    let capacity = capacity::SdkCapacity::new(aws, &s.region).await;
+    let simulator = iam::IamSimulator::new(aws).await;
     let sources = Sources {
         p_rds: &p_rds,
         s_rds: &s_rds,
@@ -1335,13 +1362,19 @@ pub async fn evaluate_now<W: SlackReads + Sync>(
         fence: &fence,
         slack,
     };
-    evaluate_for(plan, &observe(plan, &sources, now).await, own_run)
+    let reach = Reach {
+        capacity: &capacity,
+        simulator: &simulator,
+        roles,
+    };
+    evaluate_for(plan, &observe(plan, &sources, &reach, now).await, own_run)
 }
 
 /// Read the world (read calls only).
-pub async fn observe<P, S, L, C, A, R, K, U, F, W>(
+pub async fn observe<P, S, L, C, A, R, K, U, F, W, X, Y>(
     plan: &Plan,
     src: &Sources<'_, P, S, L, C, A, R, K, U, F, W>,
+    reach: &Reach<'_, X, Y>,
     now: DateTime<Utc>,
 ) -> Snapshot
 where
@@ -1355,6 +1388,8 @@ where
     U: SecretUsernames + Sync,
     F: FenceGroups + Sync,
     W: SlackReads + Sync,
+    X: capacity::CapacityReader + Sync,
+    Y: iam::PolicySimulator + Sync,
 {
     let budget = Duration::from_millis(plan.timings.call_timeout_ms);
     let text = |e: AwsError| crate::error::chain(&e);
@@ -1388,11 +1423,18 @@ where
     let parameters = crate::report::sources::dependency_parameters(plan, src.parameters).await;
     let secret_usernames =
         crate::report::sources::standby_secret_usernames(plan, src.usernames).await;
-    let (primary, lock, fence_group, slack) = tokio::join!(
+    let (primary, lock, fence_group, slack, capacity, iam) = tokio::join!(
         src.store.primary(),
         src.store.lock_state(),
         src.fence.fence_group(&p.fence_security_group_id),
         src.slack.facts(plan),
+        capacity::observe(plan, reach.capacity),
+        iam::observe(
+            plan,
+            reach.roles,
+            (src.store.table(), src.store.region().unwrap_or(&st.region),),
+            reach.simulator,
+        ),
     );
     Snapshot {
         at: now,
@@ -1409,6 +1451,8 @@ where
         lock: lock.map_err(|e| crate::error::chain(&e)),
         fence_group: fence_group.map_err(text),
         slack,
+        capacity,
+        iam,
     }
 }
 

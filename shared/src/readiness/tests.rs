@@ -101,6 +101,78 @@ fn healthy(plan: &Plan) -> Snapshot {
                 .map(|a| (a.user_id.clone(), Ok(Some(false))))
                 .collect(),
         },
+        capacity: capacity::CapacityFacts {
+            ecs_services: vec![Ok(Some(ecs("ACTIVE", 2, 2)))],
+            auto_scaling_groups: Vec::new(),
+            eks_node_groups: vec![(
+                Ok(Some(nodes("ACTIVE", 2, 4))),
+                vec![("eks-workers-1".into(), Ok(Some(asg(2, 4, 2))))],
+            )],
+        },
+        iam: iam::IamFacts {
+            fence: Some((FENCE.into(), Ok(Some(decisions(plan, Role::Fence, None))))),
+            promote: Some((PROMOTE.into(), Ok(Some(decisions(plan, Role::Promote, None))))),
+        },
+    }
+}
+
+use iam::Role;
+const FENCE: &str = "arn:aws:iam::123456789012:role/handover-fence";
+const PROMOTE: &str = "arn:aws:iam::123456789012:role/handover-promote";
+
+/// What the simulator answers for `role`: every asked call allowed, but
+/// `refused` (an action) refused.
+fn decisions(plan: &Plan, role: Role, refused: Option<&str>) -> Vec<iam::Decision> {
+    let arn = if role == Role::Fence { FENCE } else { PROMOTE };
+    iam::asks(
+        plan,
+        arn,
+        "handover-state",
+        &plan.regions.standby.region,
+        role,
+    )
+    .into_iter()
+    .flat_map(|ask| {
+        ask.actions.into_iter().map(move |a| iam::Decision {
+            action: a.into(),
+            resource: ask.resource.clone(),
+            decision: if Some(a) == refused {
+                "implicitDeny"
+            } else {
+                "allowed"
+            }
+            .into(),
+            missing_context: Vec::new(),
+        })
+    })
+    .collect()
+}
+
+fn ecs(status: &str, desired: i32, running: i32) -> capacity::EcsService {
+    capacity::EcsService {
+        status: status.into(),
+        desired,
+        running,
+        pending: desired - running,
+    }
+}
+
+fn asg(desired: i32, max: i32, in_service: i32) -> capacity::AutoScalingGroup {
+    capacity::AutoScalingGroup {
+        desired,
+        max,
+        in_service,
+        instances: in_service,
+    }
+}
+
+fn nodes(status: &str, desired: i32, max: i32) -> capacity::NodeGroup {
+    capacity::NodeGroup {
+        status: status.into(),
+        desired,
+        max,
+        issues: Vec::new(),
+        auto_scaling_groups: vec!["eks-workers-1".into()],
     }
 }
 
@@ -538,5 +610,181 @@ fn the_gate_passes_only_with_the_lock_held_by_the_switchover_asking() {
     assert_eq!(
         verdict(&evaluate(&plan, &free), "state.lock").0,
         Verdict::Pass
+    );
+}
+
+#[test]
+fn s_capacity_short_of_the_plan_fails_with_the_fix_that_fits_why() {
+    let plan = plan();
+    let mut s = healthy(&plan);
+    let ecs_fix = |s: &Snapshot| {
+        let r = evaluate(&plan, s);
+        verdict(&r, "capacity.ecs_service")
+    };
+    // Desired, never running: the reference drill's CrashLoopBackOff.
+    s.capacity.ecs_services[0] = Ok(Some(ecs("ACTIVE", 2, 0)));
+    let (v, fix) = ecs_fix(&s);
+    assert_eq!(v, Verdict::Fail);
+    assert!(
+        fix.contains("do not stay running") && fix.contains("--desired-status STOPPED"),
+        "{fix}"
+    );
+    // Scaled below the minimum.
+    s.capacity.ecs_services[0] = Ok(Some(ecs("ACTIVE", 1, 1)));
+    let (v, fix) = ecs_fix(&s);
+    assert_eq!(v, Verdict::Fail);
+    assert!(
+        fix.contains("update-service") && fix.contains("--desired-count 2"),
+        "{fix}"
+    );
+    // Being deleted, or gone.
+    s.capacity.ecs_services[0] = Ok(Some(ecs("DRAINING", 2, 2)));
+    assert_eq!(ecs_fix(&s).0, Verdict::Fail);
+    s.capacity.ecs_services[0] = Ok(None);
+    let (v, fix) = ecs_fix(&s);
+    assert_eq!(v, Verdict::Fail);
+    assert!(fix.contains("plan.capacity.ecs_services"), "{fix}");
+    // Unreadable: a warning, never a pass.
+    s.capacity.ecs_services[0] =
+        Err("ecs:DescribeServices in ap-northeast-1 failed: AccessDeniedException".into());
+    assert_eq!(ecs_fix(&s).0, Verdict::Warn);
+
+    // A node group whose nodes are not in service, one that cannot grow,
+    // a degraded one, and one whose Auto Scaling group cannot be read.
+    let mut s = healthy(&plan);
+    let node_check = |s: &Snapshot| {
+        let r = evaluate(&plan, s);
+        let c = r
+            .checks
+            .iter()
+            .find(|c| c.id == "capacity.eks_node_group")
+            .unwrap()
+            .clone();
+        (c.verdict, c.observed, c.fix)
+    };
+    s.capacity.eks_node_groups[0].1[0].1 = Ok(Some(asg(2, 4, 1)));
+    let (v, observed, fix) = node_check(&s);
+    assert_eq!(v, Verdict::Fail);
+    assert!(
+        observed.contains("1 nodes in service, 2 desired"),
+        "{observed}"
+    );
+    assert!(fix.contains("describe-scaling-activities"), "{fix}");
+    s.capacity.eks_node_groups[0].0 = Ok(Some(nodes("ACTIVE", 1, 1)));
+    let (v, _, fix) = node_check(&s);
+    assert_eq!(v, Verdict::Fail);
+    assert!(
+        fix.contains("update-nodegroup-config") && fix.contains("desiredSize=2"),
+        "{fix}"
+    );
+    s.capacity.eks_node_groups[0].0 = Ok(Some(capacity::NodeGroup {
+        issues: vec!["AsgInstanceLaunchFailures: no capacity".into()],
+        ..nodes("DEGRADED", 2, 4)
+    }));
+    let (v, observed, _) = node_check(&s);
+    assert_eq!(v, Verdict::Fail);
+    assert!(observed.contains("AsgInstanceLaunchFailures"), "{observed}");
+    s.capacity.eks_node_groups[0] = (
+        Ok(Some(nodes("ACTIVE", 2, 4))),
+        vec![("eks-workers-1".into(), Ok(None))],
+    );
+    let (v, observed, _) = node_check(&s);
+    assert_eq!(v, Verdict::Warn, "{observed}");
+
+    // An Auto Scaling group named on its own.
+    let mut plan = plan.clone();
+    plan.capacity.auto_scaling_groups = vec![crate::plan::AutoScalingGroupMinimum {
+        name: "shop-web".into(),
+        min_in_service: 3,
+    }];
+    let mut s = healthy(&plan);
+    s.capacity.auto_scaling_groups = vec![Ok(Some(asg(3, 2, 2)))];
+    let r = evaluate(&plan, &s);
+    let (v, fix) = verdict(&r, "capacity.auto_scaling_group");
+    assert_eq!(v, Verdict::Fail);
+    assert!(fix.contains("--max-size 3"), "{fix}");
+    s.capacity.auto_scaling_groups = vec![Ok(Some(asg(3, 4, 3)))];
+    assert_eq!(
+        verdict(&evaluate(&plan, &s), "capacity.auto_scaling_group").0,
+        Verdict::Pass
+    );
+}
+
+#[test]
+fn a_call_the_simulator_refuses_fails_the_role_and_unknown_roles_warn() {
+    let plan = plan();
+    let mut s = healthy(&plan);
+    s.iam.promote = Some((
+        PROMOTE.into(),
+        Ok(Some(decisions(
+            &plan,
+            Role::Promote,
+            Some("rds:PromoteReadReplica"),
+        ))),
+    ));
+    let r = evaluate(&plan, &s);
+    let c = r
+        .checks
+        .iter()
+        .find(|c| c.id == "iam.promote_role")
+        .unwrap();
+    assert_eq!(c.verdict, Verdict::Fail);
+    assert!(
+        c.observed
+            .contains("rds:PromoteReadReplica on arn:aws:rds:ap-northeast-1:123456789012:db:")
+            && c.observed.contains("implicitDeny"),
+        "{}",
+        c.observed
+    );
+    assert_eq!(verdict(&r, "iam.fence_role").0, Verdict::Pass);
+    // A role that is gone.
+    s.iam.fence = Some((FENCE.into(), Ok(None)));
+    let (v, fix) = verdict(&evaluate(&plan, &s), "iam.fence_role");
+    assert_eq!(v, Verdict::Fail);
+    assert!(fix.contains("redeploy"), "{fix}");
+    // A caller not told the roles (the CLI without --fence-role-arn): a
+    // warning that says so, never a pass.
+    s.iam = iam::IamFacts::default();
+    let r = evaluate(&plan, &s);
+    for id in ["iam.fence_role", "iam.promote_role"] {
+        let c = r.checks.iter().find(|c| c.id == id).unwrap();
+        assert_eq!(c.verdict, Verdict::Warn, "{id}");
+        assert!(c.observed.starts_with("not simulated"), "{}", c.observed);
+    }
+}
+
+#[test]
+fn the_simulation_asks_for_the_plans_own_resources() {
+    let plan = plan();
+    let fence = iam::asks(
+        &plan,
+        "arn:aws-cn:iam::210987654321:role/f",
+        "t",
+        "cn-north-1",
+        Role::Fence,
+    );
+    assert_eq!(
+        fence[0].resource,
+        format!(
+            "arn:aws-cn:rds:{}:210987654321:db:{}",
+            plan.regions.primary.region, plan.regions.primary.db_instance_id
+        )
+    );
+    assert_eq!(
+        fence[1].resource,
+        "arn:aws-cn:dynamodb:cn-north-1:210987654321:table/t"
+    );
+    let promote = iam::asks(
+        &plan,
+        "arn:aws:iam::123456789012:role/p",
+        "t",
+        "ap-northeast-1",
+        Role::Promote,
+    );
+    assert!(promote[0].actions.contains(&"rds:PromoteReadReplica"));
+    assert!(
+        promote[0]
+            .resource
+            .ends_with(&format!("db:{}", plan.regions.standby.db_instance_id))
     );
 }

@@ -104,6 +104,11 @@ impl Store {
         &self.table
     }
 
+    /// The Region the table is called in (the stack's).
+    pub fn region(&self) -> Option<&str> {
+        self.client.config().region().map(|r| r.as_ref())
+    }
+
     pub(crate) fn client(&self) -> &Client {
         &self.client
     }
