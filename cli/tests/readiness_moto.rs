@@ -488,3 +488,72 @@ async fn failover_roles_that_would_be_refused_fail_readiness_and_unknown_roles_w
             .contains("give both --fence-role-arn and --promote-role-arn")
     );
 }
+
+/// An account's usual Region guard, as a permissions boundary on both
+/// roles: deny everything unless aws:RequestedRegion is one of ours. IAM
+/// evaluates StringNotEquals on a key the request lacks as true, so a
+/// simulation that did not say each call's Region would read as refused;
+/// each ask carries the Region its real call goes to, and passes. The same
+/// guard without S's Region refuses the promotion there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_region_guard_is_evaluated_with_the_region_each_call_goes_to() {
+    let w = world("handover").await;
+    let aws = aws();
+    let iam = handover_testkit::stack::iam(&aws).await;
+    let name = |arn: &str| arn.rsplit('/').next().unwrap().to_owned();
+    let p = w.plan.regions.primary.region.clone();
+    let s = w.plan.regions.standby.region.clone();
+    let guard = |regions: Vec<String>| {
+        serde_json::json!({
+            "Version": "2012-10-17",
+            "Statement": [
+                {"Effect": "Allow", "Action": "*", "Resource": "*"},
+                {"Effect": "Deny", "Action": "*", "Resource": "*",
+                 "Condition": {"StringNotEquals": {"aws:RequestedRegion": regions}}}
+            ]
+        })
+        .to_string()
+    };
+    let bound = |doc: String| {
+        let iam = iam.clone();
+        let roles = [name(&w.roles.fence), name(&w.roles.promote)];
+        async move {
+            let arn = iam
+                .create_policy()
+                .policy_name(handover_testkit::unique("region-guard"))
+                .policy_document(doc)
+                .send()
+                .await
+                .unwrap()
+                .policy
+                .unwrap()
+                .arn
+                .unwrap();
+            for role in roles {
+                iam.put_role_permissions_boundary()
+                    .role_name(role)
+                    .permissions_boundary(&arn)
+                    .send()
+                    .await
+                    .unwrap();
+            }
+        }
+    };
+    let mut ours = vec![p.clone(), s.clone(), TEST_REGION.to_owned()];
+    ours.dedup();
+    bound(guard(ours)).await;
+    let (_, out, _) = readiness(&w, false);
+    assert!(
+        !out.contains("iam."),
+        "the guard allows every call in its own Region:\n{out}"
+    );
+    bound(guard(vec![p.clone()])).await;
+    let (_, out, _) = readiness(&w, false);
+    assert!(
+        out.contains(&format!(
+            "FAIL iam.promote_role: observed {} would be refused: rds:DescribeDBInstances on arn:aws:rds:{s}:",
+            w.roles.promote
+        )),
+        "{out}"
+    );
+}

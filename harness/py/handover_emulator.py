@@ -761,6 +761,11 @@ def _condition_holds(block: dict, context: dict, missing: set) -> bool:
                 if qualifier == "ForAllValues" or if_exists:
                     continue  # an empty set satisfies ForAllValues
                 missing.add(key)
+                if negated and qualifier == "":
+                    # IAM: a negated operator on a key the request lacks is
+                    # true ("Deny unless aws:RequestedRegion is ours" denies
+                    # a request that does not say its Region).
+                    continue
                 return False
             if negated:
                 one = lambda v: all(compare(v, w) for w in wanted)  # noqa: E731

@@ -8,6 +8,12 @@
 //! group's Auto Scaling group) with the minimum, and tells a scale that is
 //! too low (raise the desired count) from work that does not stay up (desired
 //! but not running: read why it stops).
+//!
+//! What it does not see: an EKS node group is counted by the EC2 instances
+//! of its Auto Scaling group, not by Kubernetes (a node that never joined
+//! the cluster counts, and pods crash-looping on healthy nodes pass); an ECS
+//! service's running tasks are counted, not whether they answer behind the
+//! load balancer. The app's own health in S is verify's read check.
 
 use super::{Check, Verdict, check, unread};
 use crate::adapters::AwsError;

@@ -79,49 +79,70 @@ pub fn asks(plan: &Plan, role_arn: &str, table: &str, table_region: &str, role: 
         )
     };
     let table = format!("arn:{partition}:dynamodb:{table_region}:{account}:table/{table}");
+    // What every real call carries: the Region it is sent to and who sends
+    // it. Without them, a service control policy or boundary that denies
+    // "unless aws:RequestedRegion is one of ours" (StringNotEquals on a
+    // missing key is true) would read as a refusal the real call never meets.
+    let carried = |region: &str| {
+        vec![
+            ("aws:RequestedRegion", vec![region.to_owned()]),
+            ("aws:PrincipalArn", vec![role_arn.to_owned()]),
+            ("aws:PrincipalAccount", vec![account.to_owned()]),
+        ]
+    };
+    let primary = &plan.regions.primary.region;
+    let standby = &plan.regions.standby.region;
     match role {
         Role::Fence => vec![
             Ask {
                 actions: FENCE_DB_ACTIONS.to_vec(),
                 resource: db(&plan.regions.primary),
-                context: vec![],
+                context: carried(primary),
             },
             // The transition.
             Ask {
                 actions: vec!["dynamodb:UpdateItem"],
                 resource: table.clone(),
-                context: vec![],
+                context: carried(table_region),
             },
             // The run's approval key, through its pointer.
             Ask {
                 actions: vec!["dynamodb:GetItem"],
                 resource: table,
-                context: vec![(
-                    "dynamodb:LeadingKeys",
-                    vec!["APPROVAL_FOR#readiness".into(), "APPROVAL#readiness".into()],
-                )],
+                context: [
+                    carried(table_region),
+                    vec![(
+                        LEADING_KEYS,
+                        vec!["APPROVAL_FOR#readiness".into(), "APPROVAL#readiness".into()],
+                    )],
+                ]
+                .concat(),
             },
         ],
         Role::Promote => vec![
             Ask {
                 actions: PROMOTE_DB_ACTIONS.to_vec(),
                 resource: db(&plan.regions.standby),
-                context: vec![],
+                context: carried(standby),
             },
-            // The lag gate (no resource-level permissions exist for it).
+            // The lag gate (no resource-level permissions exist for it),
+            // read where the replica is.
             Ask {
                 actions: vec!["cloudwatch:GetMetricData"],
                 resource: "*".into(),
-                context: vec![],
+                context: carried(standby),
             },
             Ask {
                 actions: vec!["dynamodb:GetItem", "dynamodb:UpdateItem"],
                 resource: table,
-                context: vec![],
+                context: carried(table_region),
             },
         ],
     }
 }
+
+/// The one multi-valued condition key the asks carry.
+const LEADING_KEYS: &str = "dynamodb:LeadingKeys";
 
 /// Which role.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -324,7 +345,11 @@ impl PolicySimulator for IamSimulator {
             .map(|(k, v)| {
                 ContextEntry::builder()
                     .context_key_name(*k)
-                    .context_key_type(ContextKeyTypeEnum::StringList)
+                    .context_key_type(if *k == LEADING_KEYS {
+                        ContextKeyTypeEnum::StringList
+                    } else {
+                        ContextKeyTypeEnum::String
+                    })
                     .set_context_key_values(Some(v.clone()))
                     .build()
             })
@@ -354,11 +379,21 @@ impl PolicySimulator for IamSimulator {
                 }
             };
             for r in answer.evaluation_results() {
+                // With ResourceArns given, IAM names missing keys per
+                // resource (ResourceSpecificResults), not at the top.
+                let mut missing = r.missing_context_values().to_vec();
+                for per in r.resource_specific_results() {
+                    for k in per.missing_context_values() {
+                        if !missing.contains(k) {
+                            missing.push(k.clone());
+                        }
+                    }
+                }
                 out.push(Decision {
                     action: r.eval_action_name().to_owned(),
                     resource: r.eval_resource_name().unwrap_or(&ask.resource).to_owned(),
                     decision: r.eval_decision().as_str().to_owned(),
-                    missing_context: r.missing_context_values().to_vec(),
+                    missing_context: missing,
                 });
             }
             match answer.marker() {

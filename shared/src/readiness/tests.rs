@@ -781,6 +781,29 @@ fn the_simulation_asks_for_the_plans_own_resources() {
         "ap-northeast-1",
         Role::Promote,
     );
+    // Every ask carries the Region the real call goes to, so a condition
+    // on aws:RequestedRegion is evaluated as the real call meets it.
+    let region = |a: &iam::Ask| {
+        a.context
+            .iter()
+            .find(|(k, _)| *k == "aws:RequestedRegion")
+            .map(|(_, v)| v.clone())
+    };
+    assert_eq!(
+        region(&fence[0]),
+        Some(vec![plan.regions.primary.region.clone()])
+    );
+    assert_eq!(region(&fence[1]), Some(vec!["cn-north-1".to_owned()]));
+    assert_eq!(region(&fence[2]), Some(vec!["cn-north-1".to_owned()]));
+    assert_eq!(
+        region(&promote[0]),
+        Some(vec![plan.regions.standby.region.clone()])
+    );
+    assert!(promote.iter().chain(&fence).all(|a| {
+        a.context
+            .iter()
+            .any(|(k, v)| *k == "aws:PrincipalAccount" && v.len() == 1)
+    }));
     assert!(promote[0].actions.contains(&"rds:PromoteReadReplica"));
     assert!(
         promote[0]
