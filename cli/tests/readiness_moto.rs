@@ -409,32 +409,19 @@ async fn failover_roles_that_would_be_refused_fail_readiness_and_unknown_roles_w
         .send()
         .await
         .unwrap();
-    let boundary = iam
-        .create_policy()
-        .policy_name(handover_testkit::unique("no-promotion"))
-        .policy_document(
-            serde_json::json!({
-                "Version": "2012-10-17",
-                "Statement": [
-                    {"Effect": "Allow", "Action": "*", "Resource": "*"},
-                    {"Effect": "Deny", "Action": "rds:PromoteReadReplica", "Resource": "*"}
-                ]
-            })
-            .to_string(),
-        )
-        .send()
-        .await
-        .unwrap()
-        .policy
-        .unwrap()
-        .arn
-        .unwrap();
-    iam.put_role_permissions_boundary()
-        .role_name(name(&w.roles.promote))
-        .permissions_boundary(&boundary)
-        .send()
-        .await
-        .unwrap();
+    handover_testkit::stack::set_boundary(
+        &iam,
+        "no-promotion",
+        serde_json::json!({
+            "Version": "2012-10-17",
+            "Statement": [
+                {"Effect": "Allow", "Action": "*", "Resource": "*"},
+                {"Effect": "Deny", "Action": "rds:PromoteReadReplica", "Resource": "*"}
+            ]
+        }),
+        &[&w.roles.promote],
+    )
+    .await;
     let (code, out, err) = readiness(&w, false);
     assert_eq!(code, 5, "{out}{err}");
     let p = &w.plan.regions.primary;
@@ -500,7 +487,6 @@ async fn a_region_guard_is_evaluated_with_the_region_each_call_goes_to() {
     let w = world("handover").await;
     let aws = aws();
     let iam = handover_testkit::stack::iam(&aws).await;
-    let name = |arn: &str| arn.rsplit('/').next().unwrap().to_owned();
     let p = w.plan.regions.primary.region.clone();
     let s = w.plan.regions.standby.region.clone();
     let guard = |regions: Vec<String>| {
@@ -512,42 +498,17 @@ async fn a_region_guard_is_evaluated_with_the_region_each_call_goes_to() {
                  "Condition": {"StringNotEquals": {"aws:RequestedRegion": regions}}}
             ]
         })
-        .to_string()
     };
-    let bound = |doc: String| {
-        let iam = iam.clone();
-        let roles = [name(&w.roles.fence), name(&w.roles.promote)];
-        async move {
-            let arn = iam
-                .create_policy()
-                .policy_name(handover_testkit::unique("region-guard"))
-                .policy_document(doc)
-                .send()
-                .await
-                .unwrap()
-                .policy
-                .unwrap()
-                .arn
-                .unwrap();
-            for role in roles {
-                iam.put_role_permissions_boundary()
-                    .role_name(role)
-                    .permissions_boundary(&arn)
-                    .send()
-                    .await
-                    .unwrap();
-            }
-        }
-    };
-    let mut ours = vec![p.clone(), s.clone(), TEST_REGION.to_owned()];
-    ours.dedup();
-    bound(guard(ours)).await;
+    let roles = [w.roles.fence.as_str(), w.roles.promote.as_str()];
+    let ours = vec![p.clone(), s.clone(), TEST_REGION.to_owned()];
+    handover_testkit::stack::set_boundary(&iam, "region-guard", guard(ours), &roles).await;
     let (_, out, _) = readiness(&w, false);
     assert!(
         !out.contains("iam."),
         "the guard allows every call in its own Region:\n{out}"
     );
-    bound(guard(vec![p.clone()])).await;
+    handover_testkit::stack::set_boundary(&iam, "region-guard", guard(vec![p.clone()]), &roles)
+        .await;
     let (_, out, _) = readiness(&w, false);
     assert!(
         out.contains(&format!(

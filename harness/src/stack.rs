@@ -134,6 +134,34 @@ pub async fn iam(aws: &Aws) -> aws_sdk_iam::Client {
     aws_sdk_iam::Client::new(&aws.config("us-east-1").await)
 }
 
+/// Create `doc` as a managed policy and make it the permissions boundary of
+/// each role (by ARN), in moto's IAM.
+pub async fn set_boundary(
+    iam: &aws_sdk_iam::Client,
+    prefix: &str,
+    doc: serde_json::Value,
+    roles: &[&str],
+) {
+    let arn = iam
+        .create_policy()
+        .policy_name(crate::unique(prefix))
+        .policy_document(doc.to_string())
+        .send()
+        .await
+        .expect("CreatePolicy")
+        .policy
+        .and_then(|p| p.arn)
+        .expect("a policy ARN");
+    for role in roles {
+        iam.put_role_permissions_boundary()
+            .role_name(role.rsplit('/').next().unwrap_or(role))
+            .permissions_boundary(&arn)
+            .send()
+            .await
+            .expect("PutRolePermissionsBoundary");
+    }
+}
+
 /// The fence and promote roles as the stack creates them: the template's
 /// `FenceRole` and `PromoteRole` with their inline policies resolved for
 /// `plan` and `table`, in moto's IAM. Returns their ARNs.
