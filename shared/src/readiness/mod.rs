@@ -24,7 +24,7 @@ use crate::aws::GLOBAL_METRICS_REGION;
 use crate::failover::canary::{Secrets, probe_read_only};
 use crate::failover::verify::DnsAnswers;
 use crate::plan::{Canary, Dependency, Plan};
-use crate::report::dependencies::p_markers;
+use crate::report::dependencies::{mention, mentions, p_markers};
 use crate::report::sources::{ParameterReader, SecretUsernames};
 use crate::store::lock::LockState;
 use crate::store::primary::PrimaryRecord;
@@ -829,14 +829,14 @@ pub fn evaluate_for(plan: &Plan, s: &Snapshot, own_run: Option<&str>) -> Readine
     });
     // --- Dependencies --------------------------------------------------------
     let markers = p_markers(plan);
-    let mentions = |v: &str| markers.iter().find(|m| v.contains(m.as_str())).cloned();
+    let names_p = |v: &str| mentions(v, &markers);
     for dep in &plan.dependencies {
         if let Dependency::Value { name, value } = dep {
-            out.push(match mentions(value) {
+            out.push(match names_p(value) {
                 Some(m) => check(
                     "dependencies.value",
                     Verdict::Fail,
-                    format!("{name} = {value:?} mentions {m:?}"),
+                    format!("{name}: {}", mention(m)),
                     "S's resources do not depend on P",
                     "Point it at S (replicate the image to S's ECR, use S's endpoints and ARNs).",
                 ),
@@ -854,11 +854,11 @@ pub fn evaluate_for(plan: &Plan, s: &Snapshot, own_run: Option<&str>) -> Readine
         let id = "dependencies.ssm_parameter";
         let expected = "S's SSM parameter exists and names nothing of P";
         out.push(match value {
-            Ok(Some(v)) => match mentions(v) {
+            Ok(Some(v)) => match names_p(v) {
                 Some(m) => check(
                     id,
                     Verdict::Fail,
-                    format!("{name} = {v:?} mentions {m:?}"),
+                    format!("{name}: {}", mention(m)),
                     expected,
                     "Point it at S (replicate the image to S's ECR, use S's endpoints and ARNs).",
                 ),

@@ -811,3 +811,33 @@ fn the_simulation_asks_for_the_plans_own_resources() {
             .ends_with(&format!("db:{}", plan.regions.standby.db_instance_id))
     );
 }
+
+/// A dependency is read with decryption and may hold a credential. No check
+/// quotes its value: not the stored result (DynamoDB), not the text Slack
+/// and SNS get.
+#[test]
+fn a_credential_in_a_dependency_reaches_no_check() {
+    const SECRET: &str = "s3cr3t-pw";
+    let url = format!("postgres://app:{SECRET}@shop.c1.ap-northeast-2.rds.amazonaws.com:5432/app");
+    let mut plan = plan();
+    plan.dependencies.push(Dependency::Value {
+        name: "app database URL".into(),
+        value: url.clone(),
+    });
+    let mut s = healthy(&plan);
+    s.parameters
+        .push(("/shop/app/database_url".into(), Ok(Some(url))));
+    let r = evaluate(&plan, &s);
+    for name in ["/shop/app/database_url", "app database URL"] {
+        let c = r
+            .checks
+            .iter()
+            .find(|c| c.observed.starts_with(name))
+            .unwrap_or_else(|| panic!("no check of {name}: {}", r.text()));
+        assert_eq!(c.verdict, Verdict::Fail, "{c:?}");
+        assert!(c.observed.contains("ap-northeast-2"), "{c:?}");
+    }
+    for o in [serde_json::to_string(&r).unwrap(), r.text()] {
+        assert!(!o.contains(SECRET), "the credential leaked: {o}");
+    }
+}

@@ -26,11 +26,19 @@ pub fn p_markers(plan: &Plan) -> Vec<String> {
     out
 }
 
-fn mentions<'a>(value: &str, markers: &'a [String]) -> Option<&'a str> {
+/// The first of `markers` that `value` contains.
+pub(crate) fn mentions<'a>(value: &str, markers: &'a [String]) -> Option<&'a str> {
     markers
         .iter()
         .find(|m| value.contains(m.as_str()))
         .map(String::as_str)
+}
+
+/// What is said of a value that names P: the marker it contains, never
+/// the value. An SSM parameter is read with decryption and may hold a
+/// credential (`postgres://app:pw@….rds.amazonaws.com/…`).
+pub(crate) fn mention(marker: &str) -> String {
+    format!("its value mentions {marker:?} (the value itself is not shown)")
 }
 
 pub(crate) fn dependencies(plan: &Plan, seen: &Observed) -> Vec<Finding> {
@@ -47,7 +55,7 @@ pub(crate) fn dependencies(plan: &Plan, seen: &Observed) -> Vec<Finding> {
                 C,
                 Severity::Warning,
                 format!("{name} depends on P"),
-                vec![format!("value {value:?} mentions {m:?}")],
+                vec![mention(m)],
                 Some(action),
             ));
         }
@@ -60,7 +68,7 @@ pub(crate) fn dependencies(plan: &Plan, seen: &Observed) -> Vec<Finding> {
                         C,
                         Severity::Warning,
                         format!("SSM parameter {name} in S depends on P"),
-                        vec![format!("value {v:?} mentions {m:?}")],
+                        vec![mention(m)],
                         Some(action),
                     ));
                 }
