@@ -621,6 +621,57 @@ impl Drill {
         crate::triggers::scheduled_payload("DetectFunction", REGION, Utc::now())
     }
 
+    /// What a scheduled readiness run left: `readiness/latest.*` and a
+    /// dated copy in the report bucket, and `events` change events at the
+    /// consumer's queue. Keeps `latest.md` beside the drill's other output.
+    async fn readiness_left(
+        &self,
+        summary: &str,
+        consumer: &crate::bus::BusConsumer,
+        events: usize,
+    ) -> Result<()> {
+        use handover::report::sources::{ReportReader, S3Reports};
+        let s3 = S3Reports::new(&self.aws, REGION).await;
+        let bucket = &self.plan.report.bucket;
+        let latest = s3
+            .get(bucket, &handover::readiness::output::latest_json_key())
+            .await?
+            .ok_or_else(|| anyhow!("readiness left no readiness/latest.json in {bucket}"))?;
+        let doc: handover::readiness::output::Document = serde_json::from_slice(&latest)?;
+        anyhow::ensure!(
+            doc.summary == summary,
+            "readiness/latest.json says {:?}, the run {summary:?}",
+            doc.summary
+        );
+        let dated = doc
+            .readiness
+            .at
+            .format("readiness/history/%Y-%m-%d/%H%M%SZ");
+        for ext in ["json", "md"] {
+            s3.get(bucket, &format!("{dated}.{ext}"))
+                .await?
+                .ok_or_else(|| anyhow!("readiness left no {dated}.{ext} in {bucket}"))?;
+        }
+        let md = s3
+            .get(bucket, "readiness/latest.md")
+            .await?
+            .ok_or_else(|| anyhow!("readiness left no readiness/latest.md in {bucket}"))?;
+        std::fs::write(self.out.join("readiness.md"), md)?;
+        let got = consumer.events().await;
+        anyhow::ensure!(
+            got.len() == events,
+            "{} readiness change events reached the rule's target, expected {events}: {got:?}",
+            got.len()
+        );
+        if events > 0 {
+            self.say(format!(
+                "readiness left s3://{bucket}/readiness/latest.json, {dated}.json and .md, and {events} \"{}\" event at a rule's target",
+                handover::readiness::output::EVENT_DETAIL_TYPE
+            ));
+        }
+        Ok(())
+    }
+
     /// Run the scenario.
     pub async fn run(&mut self, decision: Decision) -> Result<Summary> {
         let report = self.invoke("detect", &self.tick()).await?;
@@ -632,6 +683,14 @@ impl Drill {
             report["outcome"] == "healthy",
             "P should be healthy before the break: {report}"
         );
+        // An operator's consumer of readiness changes on the default bus.
+        let consumer = crate::bus::BusConsumer::new(
+            &self.aws,
+            REGION,
+            handover::readiness::output::EVENT_SOURCE,
+            &self.plan.service,
+        )
+        .await;
         // Would a failover work? Readiness once, as its schedule delivers it.
         let ready = self
             .invoke(
@@ -648,6 +707,7 @@ impl Drill {
             summary.starts_with("readiness: 0 fail"),
             "the drill world is not ready to fail over: {ready}"
         );
+        self.readiness_left(&summary, &consumer, 1).await?;
         // The same world again: the same verdicts post nothing.
         let posted = self.slack.messages().len();
         let again = self
@@ -660,6 +720,7 @@ impl Drill {
             again["changed"] == false && self.slack.messages().len() == posted,
             "an unchanged readiness result posted again: {again}"
         );
+        self.readiness_left(&summary, &consumer, 0).await?;
         tokio::time::sleep(Duration::from_millis(1100)).await;
         let execution = if decision == Decision::Switchover {
             self.start_switchover().await?

@@ -10,6 +10,7 @@ use handover::store::{Store, create_table};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub mod app;
+pub mod bus;
 pub mod campaign;
 pub mod drill;
 pub mod fixtures;

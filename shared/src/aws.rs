@@ -98,6 +98,11 @@ impl Aws {
     pub async fn ec2(&self, region: &str) -> aws_sdk_ec2::Client {
         aws_sdk_ec2::Client::new(&self.config(region).await)
     }
+    /// EventBridge in `region` (readiness's change event on the default bus).
+    #[cfg(feature = "events")]
+    pub async fn eventbridge(&self, region: &str) -> aws_sdk_eventbridge::Client {
+        aws_sdk_eventbridge::Client::new(&self.config(region).await)
+    }
     /// RDS in `region`.
     pub async fn rds(&self, region: &str) -> aws_sdk_rds::Client {
         aws_sdk_rds::Client::new(&self.config(region).await)

@@ -688,7 +688,7 @@ async fn a_readiness_change_is_announced_once_and_the_same_verdicts_never() {
     for t in tasks {
         if let ReadinessChange::Changed { previous } = t.await.unwrap() {
             assert_eq!(
-                previous.as_deref(),
+                previous.map(|p| p.summary()).as_deref(),
                 Some("readiness: 0 fail, 0 warn, 2 pass")
             );
             changed += 1;

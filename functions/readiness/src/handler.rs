@@ -1,12 +1,14 @@
 //! Parse the scheduled event, evaluate, keep the result, post a change once.
 
-use handover::adapters::{OperatorNotice, Sns};
+use handover::adapters::{DefaultBus, OperatorNotice, Sns};
 use handover::aws::Aws;
 use handover::config::{PlanSource, required};
 use handover::error::{ErrorName, FunctionError};
 use handover::plan::Plan;
 use handover::readiness::iam::FailoverRoles;
-use handover::readiness::{Readiness, Verdict, evaluate_now};
+use handover::readiness::publish::{self, PublishError};
+use handover::readiness::{Readiness, Verdict, evaluate_now, output};
+use handover::report::sources::S3Reports;
 use handover::slack::api::SlackApi;
 use handover::slack::secrets::SecretsManager;
 use handover::store::Store;
@@ -24,13 +26,19 @@ pub struct Deps {
     slack_secrets: SecretsManager,
     operators: Sns,
     roles: FailoverRoles,
+    /// The stack's name: the `Stack` dimension of the metrics.
+    stack: String,
+    /// The report bucket (the plan's `report.bucket`, the stack's).
+    reports: S3Reports,
+    /// The default event bus of S's Region.
+    bus: DefaultBus,
 }
 
 impl Deps {
     /// From `AWS_REGION`, `TABLE_NAME`, the plan (`PLAN_PARAMETER` or
     /// `PLAN_FILE`), `HANDOVER_OPERATOR_TOPIC`, the fence and promote roles
-    /// to simulate (`HANDOVER_FENCE_ROLE_ARN`, `HANDOVER_PROMOTE_ROLE_ARN`)
-    /// and `SLACK_API_BASE` (optional).
+    /// to simulate (`HANDOVER_FENCE_ROLE_ARN`, `HANDOVER_PROMOTE_ROLE_ARN`),
+    /// `HANDOVER_STACK_NAME` and `SLACK_API_BASE` (optional).
     pub async fn from_env() -> Result<Self, FunctionError> {
         let aws = Arc::new(Aws::new());
         let region = required("AWS_REGION")?;
@@ -43,6 +51,9 @@ impl Deps {
         };
         Ok(Deps {
             roles,
+            stack: required("HANDOVER_STACK_NAME")?,
+            reports: S3Reports::new(&aws, &region).await,
+            bus: DefaultBus::new(&aws, &region).await,
             store: Store::new(aws.dynamodb(&region).await, required("TABLE_NAME")?),
             operators: Sns::new(&aws, &required("HANDOVER_OPERATOR_TOPIC")?).await,
             slack_secrets: SecretsManager::new(aws.clone(), region),
@@ -70,6 +81,11 @@ pub struct Outcome {
     pub warn: usize,
     /// Every check that is not a pass, with its fix (`FAIL id: observed. Fix: …`).
     pub not_passing: Vec<String>,
+    /// Where the report went (`s3://bucket/readiness/latest.json`); None
+    /// for a switchover's gate, which stores nothing.
+    pub stored: Option<String>,
+    /// The "Handover Readiness Changed" event's id, on a change only.
+    pub event: Option<String>,
 }
 
 /// What started this evaluation.
@@ -212,6 +228,8 @@ pub async fn handler(event: serde_json::Value, deps: &Deps) -> Result<Outcome, F
         fail: r.count(Verdict::Fail),
         warn: r.count(Verdict::Warn),
         not_passing,
+        stored: None,
+        event: None,
     };
     // The gate answers its run only: the stored result (what the approval
     // message and the report quote, and what a change is announced
@@ -221,12 +239,28 @@ pub async fn handler(event: serde_json::Value, deps: &Deps) -> Result<Outcome, F
         info!(summary = %r.summary(), "readiness evaluated for a planned switchover's gate");
         return Ok(quiet);
     }
+    // Metrics first: printing them cannot fail, and the stack's alarm on
+    // failing readiness must see every evaluation.
+    for line in output::emf_lines(&r, &deps.stack, now.timestamp_millis()) {
+        println!("{line}");
+    }
+    let stored = publish::store(&deps.reports, &plan.report.bucket, &r, &plan.service)
+        .await
+        .map_err(published);
     let change = deps.store.record_readiness(&r, now).await?;
     info!(summary = %r.summary(), changed = matches!(change, ReadinessChange::Changed { .. }), "readiness evaluated");
     let ReadinessChange::Changed { previous } = change else {
-        return Ok(quiet);
+        return Ok(Outcome {
+            stored: Some(stored?),
+            ..quiet
+        });
     };
-    let text = announcement(plan, &r, previous.as_deref());
+    let previous = previous.map(|p| *p);
+    let text = announcement(
+        plan,
+        &r,
+        previous.as_ref().map(Readiness::summary).as_deref(),
+    );
     let (slack, slack_ok) = post(deps, &text).await;
     let (sns, sns_ok) = match deps
         .operators
@@ -254,12 +288,27 @@ pub async fn handler(event: serde_json::Value, deps: &Deps) -> Result<Outcome, F
         ));
     }
     deps.store.mark_readiness_posted(&r).await?;
+    // A failure to store or to put the event fails the evaluation (the
+    // Errors alarm says so) after the people were told.
+    let event = publish::put_change(&deps.bus, previous.as_ref(), &r, &plan.service)
+        .await
+        .map_err(published);
     Ok(Outcome {
         changed: true,
         slack: Some(slack),
         sns: Some(sns),
+        stored: Some(stored?),
+        event: Some(event?),
         ..quiet
     })
+}
+
+/// An output that did not reach its store fails the evaluation, so the
+/// Errors alarm says so.
+fn published(e: PublishError) -> FunctionError {
+    let text = handover::error::chain(&e);
+    warn!(error = %text, "a readiness output was not written");
+    FunctionError::new(ErrorName::Transient, text)
 }
 
 /// The message of a change: the summary, what it was, and every check that

@@ -12,10 +12,12 @@
 //! | [`TargetHealth`] | elasticloadbalancing:DescribeTargetHealth |
 //! | [`TextModel`] | bedrock:InvokeModel (the Converse API) |
 //! | [`EndpointProbe`] | none (HTTPS from the function) |
+//! | [`BusPublisher`] | events:PutEvents (feature `events`) |
 
 pub mod bedrock;
 pub mod cloudwatch;
 pub mod elbv2;
+pub mod events;
 pub mod http;
 pub mod rds;
 pub mod route53;
@@ -25,6 +27,9 @@ pub mod sns;
 pub use bedrock::{Ask, Bedrock, TextModel};
 pub use cloudwatch::{Alarms, CloudWatch, LagSample, ReplicaLag};
 pub use elbv2::{Elbv2, TargetCounts, TargetHealth};
+pub use events::BusPublisher;
+#[cfg(feature = "events")]
+pub use events::DefaultBus;
 pub use http::{EndpointProbe, HttpProbe, ProbeResult};
 pub use rds::{DbInspector, DbInstance, MaintenanceReader, PendingMaintenance, Rds};
 pub use route53::{HealthChecks, Route53};

@@ -12,6 +12,9 @@
 //! is a pure function of it, so each check is tested on the drift it
 //! catches.
 //!
+//! [`output`] renders an evaluation for S3, CloudWatch (EMF) and
+//! EventBridge; [`publish`] writes it there.
+//!
 //! [`iam`] simulates the fence and promote roles on the resources the
 //! failover touches; [`capacity`] compares S's compute with the plan's
 //! minimums. Both read through SDK clients only the readiness function, the
@@ -32,6 +35,8 @@ use chrono::{DateTime, Utc};
 
 pub mod capacity;
 pub mod iam;
+pub mod output;
+pub mod publish;
 
 use serde::{Deserialize, Serialize};
 use std::time::Duration;

@@ -813,10 +813,11 @@ fn the_simulation_asks_for_the_plans_own_resources() {
 }
 
 /// A dependency is read with decryption and may hold a credential. No check
-/// quotes its value: not the stored result (DynamoDB), not the text Slack
-/// and SNS get.
+/// quotes its value, so the value reaches none of readiness's outputs: the
+/// S3 files, the EMF lines, the event, the stored result (DynamoDB) and
+/// the text Slack and SNS get.
 #[test]
-fn a_credential_in_a_dependency_reaches_no_check() {
+fn a_credential_in_a_dependency_reaches_no_output() {
     const SECRET: &str = "s3cr3t-pw";
     let url = format!("postgres://app:{SECRET}@shop.c1.ap-northeast-2.rds.amazonaws.com:5432/app");
     let mut plan = plan();
@@ -837,7 +838,15 @@ fn a_credential_in_a_dependency_reaches_no_check() {
         assert_eq!(c.verdict, Verdict::Fail, "{c:?}");
         assert!(c.observed.contains("ap-northeast-2"), "{c:?}");
     }
-    for o in [serde_json::to_string(&r).unwrap(), r.text()] {
+    let mut outputs: Vec<String> = output::files(&r, "shop")
+        .into_iter()
+        .map(|f| f.body)
+        .collect();
+    outputs.extend(output::emf_lines(&r, "prod", 0));
+    outputs.push(serde_json::to_string(&output::change_detail(None, &r, "shop")).unwrap());
+    outputs.push(serde_json::to_string(&r).unwrap());
+    outputs.push(r.text());
+    for o in &outputs {
         assert!(!o.contains(SECRET), "the credential leaked: {o}");
     }
 }

@@ -29,8 +29,9 @@ pub enum ReadinessChange {
     /// The verdicts changed (or this is the first result): post it. Only
     /// one of two racing evaluations with the same new verdicts gets this.
     Changed {
-        /// The previous summary line, if there was one.
-        previous: Option<String>,
+        /// The previous result, when its verdicts differ (None: the first
+        /// result, or a change announced again after its claim went stale).
+        previous: Option<Box<Readiness>>,
     },
     /// The same verdicts as the stored result: the time and the observed
     /// values were refreshed, nothing is posted.
@@ -105,7 +106,7 @@ impl Store {
             Ok(_) => Ok(ReadinessChange::Changed {
                 previous: previous
                     .filter(|p| p.signature != sig)
-                    .map(|p| p.readiness.summary()),
+                    .map(|p| Box::new(p.readiness)),
             }),
             Err(e)
                 if matches!(
