@@ -26,6 +26,8 @@
 //!   would a failover work now? Every check of `handover::readiness` with
 //!   its verdict, what was observed and expected, and the fix. Read calls only
 //!   (the roles, the stack's outputs, are simulated with IAM's policy simulator).
+//!   With `--last [--bucket B]`: the latest result the readiness function
+//!   stored in the report bucket, evaluating nothing.
 //!
 //! - `handover approve` / `handover reject [--key K | --execution ARN | --incident ID | --table T]
 //!   [--decision-url URL] [--yes] [--accept-data-loss] [--region R]`: decide a
@@ -87,7 +89,7 @@ pub(crate) const USAGE: &str = "usage: handover init [--table TABLE] [--plan-par
        handover status [--json] [--table TABLE] [--plan-parameter NAME | --plan-file PATH] [--region REGION]
        handover pause --reason TEXT [--by NAME] [--table TABLE] [--plan-parameter NAME | --plan-file PATH] [--region REGION]
        handover resume [--by NAME] [--table TABLE] [--plan-parameter NAME | --plan-file PATH] [--region REGION]
-       handover readiness [--json] [--fence-role-arn ARN --promote-role-arn ARN] [--table TABLE] [--plan-parameter NAME | --plan-file PATH] [--region REGION]
+       handover readiness [--json] [--fence-role-arn ARN --promote-role-arn ARN | --last [--bucket BUCKET]] [--table TABLE] [--plan-parameter NAME | --plan-file PATH] [--region REGION]
        handover approve [--key KEY | --execution ARN | --incident ID | --table TABLE] [--decision-url URL] [--yes] [--accept-data-loss] [--region REGION]
        handover reject [--key KEY | --execution ARN | --incident ID | --table TABLE] [--decision-url URL] [--yes] [--region REGION]
        handover report [--execution ARN] [--format md|html|json] [--render] [--table TABLE] [--region REGION]
@@ -118,6 +120,7 @@ const SWITCHES: &[&str] = &[
     "--accept-unmeasured-loss",
     "--render",
     "--drill",
+    "--last",
 ];
 
 /// Parse `args`: the common flags plus the command's own (`extra`).

@@ -1,11 +1,18 @@
 //! `handover readiness`: would a failover work now? Read calls only.
 
 use crate::Context;
-use handover::readiness::{Verdict, evaluate_now};
+use handover::readiness::{Verdict, evaluate_now, output};
+use handover::report::sources::{ReportReader, S3Reports};
 use std::collections::BTreeMap;
 
 /// The command's own flags.
-pub const FLAGS: &[&str] = &["--json", "--fence-role-arn", "--promote-role-arn"];
+pub const FLAGS: &[&str] = &[
+    "--json",
+    "--fence-role-arn",
+    "--promote-role-arn",
+    "--last",
+    "--bucket",
+];
 
 /// Exit code when a check fails (the world would not fail over as planned).
 pub const NOT_READY: u8 = 5;
@@ -16,6 +23,12 @@ pub async fn readiness(
     flags: &BTreeMap<&'static str, String>,
 ) -> Result<String, (u8, String)> {
     let json = flags.contains_key("--json");
+    if flags.contains_key("--last") {
+        return last(&ctx, flags, json).await;
+    }
+    if flags.contains_key("--bucket") {
+        return Err((2, "--bucket goes with --last".into()));
+    }
     // The roles to simulate: the flags, else the variables the readiness
     // function has (the stack's outputs FenceRoleArn and PromoteRoleArn).
     let roles = match (
@@ -69,6 +82,86 @@ pub async fn readiness(
         r.text()
     };
     if r.worst() == Verdict::Fail {
+        Err((NOT_READY, text))
+    } else {
+        Ok(text)
+    }
+}
+
+/// `--last`: the latest evaluation the readiness function stored
+/// (`readiness/latest.json` in the report bucket), evaluating nothing.
+async fn last(
+    ctx: &Context,
+    flags: &BTreeMap<&'static str, String>,
+    json: bool,
+) -> Result<String, (u8, String)> {
+    if flags.contains_key("--fence-role-arn") || flags.contains_key("--promote-role-arn") {
+        return Err((
+            2,
+            "--last reads the stored result: the role flags do not apply".into(),
+        ));
+    }
+    // The plan in SSM may leave the bucket to the stack (filled in at the
+    // functions' cold start); the operator names it, or the environment does.
+    let bucket = flags
+        .get("--bucket")
+        .cloned()
+        .or_else(|| Some(ctx.plan.report.bucket.clone()).filter(|b| !b.is_empty()))
+        .or_else(|| crate::env("HANDOVER_REPORT_BUCKET"))
+        .ok_or_else(|| {
+            (
+                2,
+                "no report bucket: pass --bucket (the stack output ReportBucketName) or set HANDOVER_REPORT_BUCKET".to_owned(),
+            )
+        })?;
+    let key = output::latest_json_key();
+    let s3 = S3Reports::new(&ctx.aws, &ctx.plan.regions.standby.region).await;
+    let body = match s3.get(&bucket, &key).await {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => {
+            return Err((
+                3,
+                format!(
+                    "refused: no readiness result at s3://{bucket}/{key} (the function has not run yet): `handover readiness` evaluates now"
+                ),
+            ));
+        }
+        // Without s3:ListBucket, S3 answers a missing key with AccessDenied.
+        Err(e) if matches!(e.code(), Some("AccessDenied" | "NoSuchBucket")) => {
+            return Err((
+                3,
+                format!(
+                    "refused: s3://{bucket}/{key} could not be read ({}: a wrong bucket, no result yet, or not granted)",
+                    e.code().unwrap_or_default()
+                ),
+            ));
+        }
+        Err(e) => {
+            return Err((
+                4,
+                format!(
+                    "failed (nothing was written; retry): {}",
+                    handover::error::chain(&e)
+                ),
+            ));
+        }
+    };
+    let doc: output::Document = serde_json::from_slice(&body).map_err(|e| {
+        (
+            4,
+            format!("s3://{bucket}/{key} is not a readiness result: {e}"),
+        )
+    })?;
+    let text = if json {
+        String::from_utf8_lossy(&body).into_owned()
+    } else {
+        format!(
+            "{}\n(stored at s3://{bucket}/{key}; {} min old)",
+            doc.readiness.text(),
+            (chrono::Utc::now() - doc.readiness.at).num_minutes().max(0)
+        )
+    };
+    if doc.worst == Verdict::Fail {
         Err((NOT_READY, text))
     } else {
         Ok(text)
