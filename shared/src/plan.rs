@@ -735,7 +735,10 @@ pub enum OnUnconfirmed {
     /// Stop: a person must fence P by hand.
     #[default]
     Stop,
-    /// Go on: P's whole Region is assumed unreachable to its clients too.
+    /// Go on, but only when P's RDS API answered none of the fence's calls:
+    /// P's whole Region is assumed unreachable to its clients too. A P that
+    /// answered (a refused reboot, a group change still applying) keeps
+    /// its open sessions, so the run stops as under `stop`.
     Proceed,
 }
 

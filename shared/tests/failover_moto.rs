@@ -224,7 +224,43 @@ async fn fence_with_p_unreachable_is_unconfirmed_and_the_policy_decides() {
     assert!(stop.detail.contains("timed out"), "{}", stop.detail);
     let proceed = proceed.unwrap();
     assert_eq!(proceed.outcome, FenceOutcome::Unconfirmed);
-    assert!(proceed.may_proceed);
+    assert!(proceed.may_proceed, "P never answered: {}", proceed.detail);
+}
+
+/// `on_unconfirmed: proceed` is for a P whose RDS API cannot be reached.
+/// A P that answers and refuses the reboot (it is `backing-up`) keeps its
+/// open sessions, which still commit: the fence is unconfirmed and the run
+/// must not promote, whatever the policy. A retry says the same.
+#[tokio::test]
+async fn a_p_that_answers_and_refuses_the_reboot_never_proceeds_unfenced() {
+    let mut plan = unique_plan();
+    plan.fence.on_unconfirmed = OnUnconfirmed::Proceed;
+    plan.fence.confirm_s = 2;
+    let r = run_in(plan, 5.0).await;
+    let p_id = r.plan.regions.primary.db_instance_id.clone();
+    let id = unique("backing-up");
+    handover_testkit::add_fault_rules(json!([{"id": id, "mode": "error", "service": "rds",
+        "action": "RebootDBInstance", "target": p_id, "status": 400,
+        "code": "InvalidDBInstanceState",
+        "message": format!("DB instance {p_id} is not in available state."), "count": 1000}]))
+    .await;
+    let state = run_state(&r.plan, json!({ "approval": approval(false) }));
+    record_approval(&r.store, "exec-busy", &approval(false)).await;
+    let p = r.p_rds().await;
+    let f = fence(&state, "exec-busy", &r.store, &p, Utc::now).await;
+    let again = fence(&state, "exec-busy", &r.store, &p, Utc::now).await;
+    handover_testkit::remove_fault_rules(&[&id]).await;
+    let (f, again) = (f.unwrap(), again.unwrap());
+    assert_eq!(f.outcome, FenceOutcome::Unconfirmed, "{}", f.detail);
+    assert_eq!(f.policy, OnUnconfirmed::Proceed);
+    assert!(!f.may_proceed, "P answered: {}", f.detail);
+    assert!(f.detail.contains("InvalidDBInstanceState"), "{}", f.detail);
+    assert!(f.detail.contains("does not apply"), "{}", f.detail);
+    assert_eq!(again.outcome, FenceOutcome::Unconfirmed);
+    assert!(
+        !again.may_proceed,
+        "a retried fence must not flip to proceed"
+    );
 }
 
 #[tokio::test]

@@ -82,7 +82,7 @@ impl DbFencer for Rds {
 }
 
 /// Fence P for the run in `state`, as `execution`.
-pub async fn fence<F: DbFencer>(
+pub async fn fence<F: DbFencer + Sync>(
     state: &ExecutionState,
     execution: &str,
     store: &Store,
@@ -105,9 +105,9 @@ pub async fn fence<F: DbFencer>(
         "fence",
     )?;
     let tr = rec.transition.expect("a claimed record has a transition");
-    if let (Some((outcome, at)), Some(previous)) = (&tr.fence, &tr.fence_previous_groups) {
+    if let (Some((label, at)), Some(previous)) = (&tr.fence, &tr.fence_previous_groups) {
         // A retry of a fence that already ran: report the same outcome.
-        let outcome = if outcome == "confirmed" {
+        let outcome = if label == CONFIRMED {
             FenceOutcome::Confirmed
         } else {
             FenceOutcome::Unconfirmed
@@ -116,6 +116,7 @@ pub async fn fence<F: DbFencer>(
         return Ok(result(
             outcome,
             policy,
+            label == UNREACHABLE,
             previous.clone(),
             fence_group,
             tr.since,
@@ -125,8 +126,9 @@ pub async fn fence<F: DbFencer>(
         ));
     }
 
+    let watched = Watched::new(p_rds);
     let (outcome, previous, detail) = match attempt(
-        p_rds,
+        &watched,
         &site.db_instance_id,
         &fence_group,
         budget,
@@ -144,10 +146,11 @@ pub async fn fence<F: DbFencer>(
         Err(Unconfirmed { previous, detail }) => (FenceOutcome::Unconfirmed, previous, detail),
     };
     let fenced_at = now();
-    let label = if outcome == FenceOutcome::Confirmed {
-        "confirmed"
-    } else {
-        "unconfirmed"
+    let unreachable = !watched.answered();
+    let label = match outcome {
+        FenceOutcome::Confirmed => CONFIRMED,
+        FenceOutcome::Unconfirmed if unreachable => UNREACHABLE,
+        FenceOutcome::Unconfirmed => UNCONFIRMED,
     };
     let rec = claimed(
         store
@@ -168,6 +171,7 @@ pub async fn fence<F: DbFencer>(
     Ok(result(
         outcome,
         policy,
+        unreachable,
         previous,
         fence_group,
         tr.since,
@@ -175,6 +179,74 @@ pub async fn fence<F: DbFencer>(
         epoch,
         detail,
     ))
+}
+
+/// The fence's outcome as the transition records it. A retried fence
+/// reports the same outcome, and whether P's RDS API ever answered.
+const CONFIRMED: &str = "confirmed";
+/// Unconfirmed, and P's RDS API answered at least one call.
+const UNCONFIRMED: &str = "unconfirmed";
+/// Unconfirmed, and P's RDS API answered no call: the only case in which
+/// `on_unconfirmed: proceed` may promote.
+const UNREACHABLE: &str = "unconfirmed: P unreachable";
+
+/// P's RDS as the fence calls it, noting whether its API ever answered.
+/// `on_unconfirmed: proceed` exists for a P whose RDS API cannot be
+/// reached. A P that answered (a refused reboot while it is `backing-up`,
+/// a group change still `adding`) can still take writes from its open
+/// sessions: promoting then would make two writers.
+struct Watched<'a, F> {
+    rds: &'a F,
+    answered: std::sync::atomic::AtomicBool,
+}
+
+impl<'a, F> Watched<'a, F> {
+    fn new(rds: &'a F) -> Self {
+        Self {
+            rds,
+            answered: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// Did any call get an answer from P's RDS API? A timeout, a transport
+    /// failure or a 5xx is no answer (the API may be down); any other
+    /// answer, an error included, is.
+    fn answered(&self) -> bool {
+        self.answered.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn note<T>(&self, r: Result<T, AwsError>) -> Result<T, AwsError> {
+        if r.as_ref().map_or_else(|e| !e.outcome_unknown(), |_| true) {
+            self.answered
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        r
+    }
+}
+
+impl<F: DbInspector + Sync> DbInspector for Watched<'_, F> {
+    async fn describe(
+        &self,
+        id: &str,
+        budget: Duration,
+    ) -> Result<Option<crate::adapters::DbInstance>, AwsError> {
+        self.note(self.rds.describe(id, budget).await)
+    }
+}
+
+impl<F: DbFencer + Sync> DbFencer for Watched<'_, F> {
+    async fn set_security_groups(
+        &self,
+        id: &str,
+        groups: &[String],
+        budget: Duration,
+    ) -> Result<(), AwsError> {
+        self.note(self.rds.set_security_groups(id, groups, budget).await)
+    }
+
+    async fn reboot(&self, id: &str, budget: Duration) -> Result<String, AwsError> {
+        self.note(self.rds.reboot(id, budget).await)
+    }
 }
 
 struct Unconfirmed {
@@ -421,6 +493,8 @@ fn poll_after(waited: Duration) -> Duration {
 fn result(
     outcome: FenceOutcome,
     policy: OnUnconfirmed,
+    // P's RDS API answered no call of this fence.
+    unreachable: bool,
     previous: Vec<String>,
     fence_group: String,
     started_at: DateTime<Utc>,
@@ -428,10 +502,18 @@ fn result(
     epoch: i64,
     detail: String,
 ) -> FenceResult {
+    let proceed = policy == OnUnconfirmed::Proceed && unreachable;
+    let detail =
+        if outcome == FenceOutcome::Unconfirmed && policy == OnUnconfirmed::Proceed && !unreachable
+        {
+            format!("{detail}; P's RDS API answered, so on_unconfirmed: proceed does not apply")
+        } else {
+            detail
+        };
     FenceResult {
         outcome,
         policy,
-        may_proceed: outcome == FenceOutcome::Confirmed || policy == OnUnconfirmed::Proceed,
+        may_proceed: outcome == FenceOutcome::Confirmed || proceed,
         previous_security_groups: previous,
         fence_security_group: fence_group,
         started_at,
