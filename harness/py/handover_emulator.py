@@ -91,10 +91,16 @@ REALISM_DEFAULTS = {
     # ModifyDBInstance security groups: new groups show `adding`, old ones
     # `removing`, for this long before the membership is `active`.
     "sg_pending_s": 0.0,
-    # RebootDBInstance: `rebooting` for this long, then `available`; the
-    # engine stops (every session ends) half-way. Never instant: RDS answers
-    # the call with the instance `rebooting`.
+    # RebootDBInstance: `rebooting` for this long, then `available`, with
+    # the event "DB instance restarted" (RDS-EVENT-0006). The engine shuts
+    # down as the reboot begins: PostgreSQL's fast shutdown ends every
+    # session at once. Never instant: RDS answers the call with the
+    # instance `rebooting`.
     "reboot_s": 0.3,
+    # RebootDBInstance accepted, but DescribeDBInstances still shows
+    # `available` for this long before the reboot begins, as users report
+    # of RDS: a fence that trusts the first `available` is fooled.
+    "reboot_stale_s": 0.0,
     # ModifyDBInstance NewDBInstanceIdentifier: `renaming` for this long; the
     # instance's endpoint changes with its name, and its engine restarts.
     "rename_s": 0.0,
@@ -355,25 +361,41 @@ def patch_reboot_db_instance() -> None:
     instance"): the call returns with the instance `rebooting`, the database
     engine restarts, which ends every connection, and the instance is
     `available` again; an instance that is not `available` is refused with
-    InvalidDBInstanceState. moto 5.2.5 answers without changing anything. For
-    an instance with a real database behind it (``DATABASES``), this patch
-    ends its sessions before answering.
+    InvalidDBInstanceState. RDS then reports "DB instance restarted"
+    (RDS-EVENT-0006; a Single-AZ instance reports only that one). moto 5.2.5
+    answers without changing anything. For an instance with a real database
+    behind it (``DATABASES``), this patch ends its sessions as the reboot
+    begins. With ``reboot_stale_s``, describes show `available` for that
+    long after the call was accepted, before the reboot begins.
     """
+    import copy
+
     from moto.rds import models
     from moto.rds.exceptions import DBInstanceNotFoundError, InvalidDBInstanceStateFault
+
+    models.Event.EVENT_MAP.setdefault(
+        "DB_INSTANCE_RESTARTED", {"Categories": ["availability"], "Message": "DB instance restarted"}
+    )
 
     def reboot_db_instance(self, db_instance_identifier):  # type: ignore[no-untyped-def]
         database = self.databases.get(db_instance_identifier)
         if database is None:
             raise DBInstanceNotFoundError(db_instance_identifier)
-        with RDS_LOCK:
-            if database.status != "available":
-                raise InvalidDBInstanceStateFault(f"DB instance {db_instance_identifier} is not in available state.")
-            database.status = "rebooting"
-            real = DATABASES.get(db_instance_identifier)
+        stale = max(realism(db_instance_identifier, "reboot_stale_s"), 0.0)
         seconds = max(realism(db_instance_identifier, "reboot_s"), 0.05)
+        with RDS_LOCK:
+            if database.status != "available" or getattr(database, "handover_reboot_pending", False):
+                raise InvalidDBInstanceStateFault(f"DB instance {db_instance_identifier} is not in available state.")
+            database.handover_reboot_pending = True
+            real = DATABASES.get(db_instance_identifier)
+            answer = copy.copy(database)
+            answer.status = "rebooting"
+            if stale == 0:
+                database.status = "rebooting"
 
-        def stop_engine() -> None:
+        def begin() -> None:
+            with RDS_LOCK:
+                database.status = "rebooting"
             if real:
                 end_sessions(real)
 
@@ -381,12 +403,12 @@ def patch_reboot_db_instance() -> None:
             with RDS_LOCK:
                 if database.status == "rebooting":
                     database.status = "available"
+                database.handover_reboot_pending = False
+                database.add_event("DB_INSTANCE_RESTARTED")
 
-        # The engine stops some time after RDS accepted the reboot: a client
-        # that trusts the answer alone still sees its sessions write.
-        threading.Timer(seconds / 2, stop_engine).start()
-        threading.Timer(seconds, back).start()
-        return database
+        threading.Timer(stale, begin).start()
+        threading.Timer(stale + seconds, back).start()
+        return answer
 
     models.RDSBackend.reboot_db_instance = reboot_db_instance
 

@@ -446,7 +446,7 @@ pub const PROMOTE_MODIFYING_S: f64 = 1.0;
 pub const PROMOTE_REBOOTING_S: f64 = 1.0;
 /// See [`PROMOTE_MODIFYING_S`].
 pub const SG_PENDING_S: f64 = 0.5;
-/// See [`PROMOTE_MODIFYING_S`]: a reboot's `rebooting`, the engine stopping half-way.
+/// See [`PROMOTE_MODIFYING_S`]: a reboot's `rebooting`, the engine stopping as it begins.
 pub const REBOOT_S: f64 = 1.0;
 
 /// Give the plan's two instances these timings (the drill's and the campaign's world).

@@ -203,12 +203,19 @@ pub async fn realistic_rds(scope: &str, modifying_s: f64, rebooting_s: f64, sg_p
     .await;
 }
 
-/// Make a RebootDBInstance of `scope` take `seconds` (`rebooting`, with
-/// the engine stopping half-way), as RDS's does.
+/// Make a RebootDBInstance of `scope` take `seconds` (`rebooting`, the
+/// engine stopping as it begins), as RDS's does.
 pub async fn realistic_reboot(scope: &str, seconds: f64) {
+    stale_reboot(scope, 0.0, seconds).await;
+}
+
+/// As [`realistic_reboot`], but for `stale` seconds after RDS accepted the
+/// reboot, DescribeDBInstances still shows `available` and the reboot has
+/// not begun (users report this of RDS).
+pub async fn stale_reboot(scope: &str, stale: f64, seconds: f64) {
     control(
         "realism",
-        serde_json::json!({ scope: { "reboot_s": seconds } }),
+        serde_json::json!({ scope: { "reboot_s": seconds, "reboot_stale_s": stale } }),
     )
     .await;
 }

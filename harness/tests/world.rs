@@ -332,7 +332,9 @@ async fn a_security_group_fence_leaves_open_sessions_writing_until_a_reboot_ends
         committed() >= at_fence + 3
     })
     .await;
-    handover_testkit::realistic_reboot(&p.db_instance_id, 1.0).await;
+    // RDS accepts the reboot; describes may still show `available` and the
+    // engine keeps running for a while before the reboot begins.
+    handover_testkit::stale_reboot(&p.db_instance_id, 0.5, 1.0).await;
     let answered = rds
         .reboot_db_instance()
         .db_instance_identifier(&p.db_instance_id)
@@ -344,6 +346,8 @@ async fn a_security_group_fence_leaves_open_sessions_writing_until_a_reboot_ends
         answered.db_instance().and_then(|d| d.db_instance_status()),
         Some("rebooting")
     );
+    // `available` again after `rebooting`: the first `available` is stale.
+    let mut rebooting = false;
     let available = loop {
         let d = handover::adapters::rds::DbInspector::describe(
             &Rds::new(&aws, &p.region).await,
@@ -353,14 +357,16 @@ async fn a_security_group_fence_leaves_open_sessions_writing_until_a_reboot_ends
         .await
         .unwrap()
         .unwrap();
-        if d.status == "available" {
+        rebooting |= d.status == "rebooting";
+        if rebooting && d.status == "available" {
             break chrono::Utc::now();
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     tokio::time::sleep(Duration::from_millis(1000)).await;
-    // The engine stops some time after RDS accepts: the answer alone is not
-    // the end of the sessions; P back `available` is.
+    // The engine stops when the reboot begins, some time after RDS
+    // accepted it: the answer alone is not the end of the sessions; P back
+    // `available` after the reboot is.
     assert!(
         pdb.writes_between(accepted, available).await.unwrap() > 0,
         "writes went on between the accepted reboot and the engine stopping"

@@ -1027,6 +1027,95 @@ async fn a_reboot_whose_answer_was_lost_is_waited_for_not_retried_until_the_dead
     );
 }
 
+/// Users report DescribeDBInstances still showing `available` for a while
+/// after RebootDBInstance returned. Taking that `available` as the restart
+/// confirms a fence whose sessions are still open. The fence waits until it
+/// has seen `rebooting`: here the reboot begins 1.5 s after it was accepted
+/// and takes 1.5 s, so the fence cannot be confirmed sooner than 3 s after.
+#[tokio::test]
+async fn a_stale_available_after_the_reboot_is_not_taken_as_the_restart() {
+    let r = run(5.0).await;
+    let p_id = r.plan.regions.primary.db_instance_id.clone();
+    handover_testkit::stale_reboot(&p_id, 1.5, 1.5).await;
+    let state = run_state(&r.plan, json!({ "approval": approval(false) }));
+    record_approval(&r.store, "exec-stale", &approval(false)).await;
+    let f = fence(&state, "exec-stale", &r.store, &r.p_rds().await, Utc::now)
+        .await
+        .unwrap();
+    assert_eq!(f.outcome, FenceOutcome::Confirmed, "{}", f.detail);
+    assert!(f.detail.contains("seen rebooting"), "{}", f.detail);
+    let tr = r
+        .store
+        .primary()
+        .await
+        .unwrap()
+        .unwrap()
+        .transition
+        .unwrap();
+    let accepted = tr.fence_reboot_at.expect("the accepted reboot is recorded");
+    let waited = (f.fenced_at - accepted).num_milliseconds();
+    assert!(
+        waited >= 2_800,
+        "confirmed {waited} ms after the reboot was accepted: {}",
+        f.detail
+    );
+}
+
+/// A retried fence finds the reboot an earlier attempt had accepted, and P
+/// `available`. It did not see the reboot, so it needs RDS's word that P
+/// restarted since ("DB instance restarted", RDS-EVENT-0006). Without that
+/// word, `available` proves nothing and the fence stays unconfirmed.
+#[tokio::test]
+async fn a_retried_fence_needs_rds_restart_event_for_a_reboot_it_did_not_see() {
+    for restarted in [true, false] {
+        let mut plan = unique_plan();
+        plan.fence.confirm_s = 3;
+        let r = run_in(plan, 5.0).await;
+        let p = &r.plan.regions.primary;
+        let exec = format!("exec-retry-{restarted}");
+        record_approval(&r.store, &exec, &approval(false)).await;
+        let accepted = Utc::now();
+        r.store
+            .begin_fencing(1, &exec, &r.plan.regions.standby.region, accepted)
+            .await
+            .unwrap();
+        r.store
+            .record_fence_reboot(1, &exec, accepted)
+            .await
+            .unwrap();
+        if restarted {
+            // The earlier attempt's reboot, over before the retry looks.
+            let rds = r.aws.rds(&p.region).await;
+            rds.reboot_db_instance()
+                .db_instance_identifier(&p.db_instance_id)
+                .send()
+                .await
+                .unwrap();
+            tokio::time::sleep(std::time::Duration::from_millis(800)).await;
+        }
+        let state = run_state(&r.plan, json!({ "approval": approval(false) }));
+        let f = fence(&state, &exec, &r.store, &r.p_rds().await, Utc::now)
+            .await
+            .unwrap();
+        if restarted {
+            assert_eq!(f.outcome, FenceOutcome::Confirmed, "{}", f.detail);
+            assert!(
+                f.detail.contains("RDS reported it restarted"),
+                "{}",
+                f.detail
+            );
+        } else {
+            assert_eq!(f.outcome, FenceOutcome::Unconfirmed, "{}", f.detail);
+            assert!(f.detail.contains("no sign yet"), "{}", f.detail);
+        }
+        assert_eq!(
+            count_calls("RebootDBInstance", &p.db_instance_id).await,
+            usize::from(restarted),
+            "the retry never reboots again"
+        );
+    }
+}
+
 /// RDS publishes ReplicaLag -1 when replication stops. A minute's Maximum
 /// hides it behind the samples from before it stopped (found by the fault
 /// campaign: the re-check let a stopped replica through to the fence); the

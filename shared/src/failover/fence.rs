@@ -35,6 +35,16 @@ pub trait DbFencer: DbInspector {
         id: &str,
         budget: Duration,
     ) -> impl std::future::Future<Output = Result<String, AwsError>> + Send;
+
+    /// When RDS last reported `id` restarted ("DB instance restarted",
+    /// RDS-EVENT-0006) at or after `since` (rds:DescribeEvents); `None`
+    /// when it has not.
+    fn restarted_since(
+        &self,
+        id: &str,
+        since: DateTime<Utc>,
+        budget: Duration,
+    ) -> impl std::future::Future<Output = Result<Option<DateTime<Utc>>, AwsError>> + Send;
 }
 
 impl DbFencer for Rds {
@@ -79,7 +89,47 @@ impl DbFencer for Rds {
         })
         .await
     }
+
+    #[instrument(skip(self))]
+    async fn restarted_since(
+        &self,
+        id: &str,
+        since: DateTime<Utc>,
+        budget: Duration,
+    ) -> Result<Option<DateTime<Utc>>, AwsError> {
+        let region = self.region().to_owned();
+        bounded("rds", "DescribeEvents", &region, budget, async {
+            let out = self
+                .client()
+                .describe_events()
+                .source_identifier(id)
+                .source_type(aws_sdk_rds::types::SourceType::DbInstance)
+                .start_time(aws_smithy_types::DateTime::from_millis(
+                    since.timestamp_millis(),
+                ))
+                .send()
+                .await
+                .map_err(|e| call_error("rds", "DescribeEvents", &region, e))?;
+            Ok(out
+                .events()
+                .iter()
+                .filter(|e| {
+                    e.message()
+                        .is_some_and(|m| m.to_ascii_lowercase().contains(RESTARTED))
+                })
+                .filter_map(|e| e.date())
+                .filter_map(|d| DateTime::<Utc>::from_timestamp_millis(d.to_millis().ok()?))
+                .filter(|d| *d >= since)
+                .max())
+        })
+        .await
+    }
 }
+
+/// What RDS says when the engine is back after a reboot: "DB instance
+/// restarted" (RDS-EVENT-0006, category availability; RDS User Guide,
+/// "Amazon RDS event categories and event messages").
+const RESTARTED: &str = "db instance restarted";
 
 /// Fence P for the run in `state`, as `execution`.
 pub async fn fence<F: DbFencer + Sync>(
@@ -247,6 +297,15 @@ impl<F: DbFencer + Sync> DbFencer for Watched<'_, F> {
     async fn reboot(&self, id: &str, budget: Duration) -> Result<String, AwsError> {
         self.note(self.rds.reboot(id, budget).await)
     }
+
+    async fn restarted_since(
+        &self,
+        id: &str,
+        since: DateTime<Utc>,
+        budget: Duration,
+    ) -> Result<Option<DateTime<Utc>>, AwsError> {
+        self.note(self.rds.restarted_since(id, since, budget).await)
+    }
 }
 
 struct Unconfirmed {
@@ -374,11 +433,13 @@ struct Restart<'a> {
     prior: Option<DateTime<Utc>>,
 }
 
-/// Reboot P and wait until it is `available` again: RDS shows `rebooting`
-/// from the moment it accepts the reboot, so `available` after an accepted
-/// reboot means the engine restarted and every session open before it has
-/// ended. A reboot this execution already had accepted (a retried fence) is
-/// not asked again. A refusal while P is busy (`modifying` from the group
+/// Reboot P and wait until it has restarted. RDS answers the call with
+/// `rebooting`, but its describes may show `available` for a while before
+/// the reboot begins; the engine's shutdown ends every session. So P is
+/// taken as restarted only once a describe showed `rebooting` and then
+/// `available`, or RDS reported "DB instance restarted" after the request.
+/// A reboot this execution already had accepted (a retried fence) is not
+/// asked again. A refusal while P is busy (`modifying` from the group
 /// change, or `rebooting` for a reason of its own, which may have begun
 /// before the deny-all group was active) and throttling or errors are asked
 /// again until `deadline`.
@@ -404,6 +465,8 @@ async fn end_all_sessions<F: DbFencer>(
     // A reboot this fence sent whose answer never came (timed out, lost):
     // RDS may have accepted it.
     let mut unanswered: Option<DateTime<Utc>> = None;
+    // Did a describe show P `rebooting` since the reboot was accepted?
+    let mut rebooting_seen = false;
     let requested = match restart.prior {
         Some(at) => at,
         None => loop {
@@ -432,6 +495,7 @@ async fn end_all_sessions<F: DbFencer>(
                     "a reboot whose answer was lost is under way: waiting for it"
                 );
                 record(at).await;
+                rebooting_seen = true;
                 break at;
             }
             // A refused reboot (P still `modifying` from the group change)
@@ -444,17 +508,33 @@ async fn end_all_sessions<F: DbFencer>(
         },
     };
     // The wait for the restart, read at the schedule's pace from here.
+    // `available` counts only once the reboot was seen to take effect: a
+    // describe showing `rebooting`, or RDS's restart event after the
+    // request. Users report describes still showing `available` for a
+    // while after RebootDBInstance returned.
     let began = std::time::Instant::now();
+    let mut events_read: Option<std::time::Instant> = None;
     loop {
         let status = match rds.describe(db, budget).await {
             Ok(Some(d)) if d.status == "available" => {
-                return Ok(format!(
-                    "open sessions ended: {db} restarted (reboot accepted at {}, available {:.1} s later)",
-                    requested.format("%H:%M:%S%.3f"),
-                    (now() - requested).num_milliseconds() as f64 / 1000.0
-                ));
+                let evidence = if rebooting_seen {
+                    Some("seen rebooting, then available".to_owned())
+                } else {
+                    restart_event(rds, db, requested, budget, &mut events_read).await
+                };
+                if let Some(evidence) = evidence {
+                    return Ok(format!(
+                        "open sessions ended: {db} restarted ({evidence}; reboot accepted at {}, available {:.1} s later)",
+                        requested.format("%H:%M:%S%.3f"),
+                        (now() - requested).num_milliseconds() as f64 / 1000.0
+                    ));
+                }
+                "available, with no sign yet that the reboot took effect".to_owned()
             }
-            Ok(Some(d)) => d.status,
+            Ok(Some(d)) => {
+                rebooting_seen |= d.status == "rebooting";
+                d.status
+            }
             Ok(None) => return Err(format!("{db} disappeared while rebooting")),
             Err(e) => format!("describe: {}", crate::error::chain(&e)),
         };
@@ -465,6 +545,34 @@ async fn end_all_sessions<F: DbFencer>(
             ));
         }
         tokio::time::sleep(pause).await;
+    }
+}
+
+/// RDS's restart event since the reboot was `requested`, read at most
+/// once a second (the describes already take most of RDS's request rate).
+async fn restart_event<F: DbFencer>(
+    rds: &F,
+    db: &str,
+    requested: DateTime<Utc>,
+    budget: Duration,
+    last_read: &mut Option<std::time::Instant>,
+) -> Option<String> {
+    if last_read.is_some_and(|t| t.elapsed() < Duration::from_secs(1)) {
+        return None;
+    }
+    *last_read = Some(std::time::Instant::now());
+    // A second's slack for the clocks of Lambda and RDS.
+    let since = requested - chrono::Duration::seconds(1);
+    match rds.restarted_since(db, since, budget).await {
+        Ok(Some(at)) => Some(format!(
+            "RDS reported it restarted at {}",
+            at.format("%H:%M:%S%.3f")
+        )),
+        Ok(None) => None,
+        Err(e) => {
+            warn!(error = %crate::error::chain(&e), "could not read P's restart event");
+            None
+        }
     }
 }
 

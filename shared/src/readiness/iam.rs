@@ -118,6 +118,12 @@ pub fn asks(plan: &Plan, role_arn: &str, table: &str, table_region: &str, role: 
                 ]
                 .concat(),
             },
+            // P's restart event (no resource-level permissions exist for it).
+            Ask {
+                actions: vec!["rds:DescribeEvents"],
+                resource: "*".into(),
+                context: carried(primary),
+            },
         ],
         Role::Promote => vec![
             Ask {
