@@ -88,6 +88,10 @@ REALISM_DEFAULTS = {
     # becomes a standalone `available` instance without a replication source.
     "promote_modifying_s": 0.0,
     "promote_rebooting_s": 0.0,
+    # PromoteReadReplica accepted, but DescribeDBInstances still shows the
+    # available replica of P for this long: a second call is refused
+    # (InvalidDBInstanceState) while the describe says nothing happened.
+    "promote_stale_s": 0.0,
     # ModifyDBInstance security groups: new groups show `adding`, old ones
     # `removing`, for this long before the membership is `active`.
     "sg_pending_s": 0.0,
@@ -145,6 +149,8 @@ def patch_promote_read_replica() -> None:
     the status sequence (timed by ``REALISM``), removes the links at the end,
     and refuses a second promotion; production logic is unchanged.
     """
+    import copy
+
     from moto.rds import models
     from moto.rds.exceptions import DBInstanceNotFoundError, InvalidDBInstanceStateFault
 
@@ -186,9 +192,15 @@ def patch_promote_read_replica() -> None:
             source_id = getattr(database, "source_db_instance_identifier", None)
             modifying = realism(ident, "promote_modifying_s")
             rebooting = realism(ident, "promote_rebooting_s")
-            if modifying + rebooting > 0:
+            stale = realism(ident, "promote_stale_s")
+            if modifying + rebooting + stale > 0:
                 database._handover_promoting = True
-                database.status = "modifying"
+                answer = copy.copy(database)
+                answer.status = "modifying"
+
+                def begin() -> None:
+                    with RDS_LOCK:
+                        database.status = "modifying"
 
                 def reboot() -> None:
                     with RDS_LOCK:
@@ -200,9 +212,13 @@ def patch_promote_read_replica() -> None:
                         except Exception as e:  # noqa: BLE001 (logged; the promotion goes on)
                             print(f"ending sessions of {ident}: {e}", flush=True)
 
-                threading.Timer(modifying, reboot).start()
-                threading.Timer(modifying + rebooting, finish, (self, database, source_id, db_kwargs)).start()
-                return database
+                if stale > 0:
+                    threading.Timer(stale, begin).start()
+                else:
+                    database.status = "modifying"
+                threading.Timer(stale + modifying, reboot).start()
+                threading.Timer(stale + modifying + rebooting, finish, (self, database, source_id, db_kwargs)).start()
+                return answer
         finish(self, database, source_id, db_kwargs)
         return database
 

@@ -374,6 +374,80 @@ async fn a_promotion_call_whose_answer_was_lost_is_recognised_on_retry_and_not_r
     assert!(tr.promote_called_at.is_some(), "the call is recorded now");
 }
 
+/// PromoteReadReplica accepted with its answer lost, and RDS's describes
+/// still showing the available replica of P for a while after (the
+/// emulator's `promote_stale_s`). The retry calls again, RDS refuses it
+/// (InvalidDBInstanceState), and the describe still says nothing happened.
+/// That refusal after this run's own claim is the earlier call at work:
+/// the retry reports `promoting` and the status polls see S promoted. It
+/// must not end the run Failed while S promotes on its own.
+#[tokio::test]
+async fn a_lost_promotion_answer_with_a_stale_describe_still_ends_promoted() {
+    let r = run(5.0).await;
+    let s_id = r.plan.regions.standby.db_instance_id.clone();
+    let state = r.fenced("exec-stale", false).await.unwrap();
+    control(
+        "realism",
+        json!({ &s_id: { "promote_stale_s": 3.0, "promote_modifying_s": 0.5, "promote_rebooting_s": 0.5 } }),
+    )
+    .await;
+    let id = unique("lost-promote");
+    handover_testkit::add_fault_rules(json!([{"id": id, "mode": "lost", "service": "rds",
+        "action": "PromoteReadReplica", "target": s_id, "count": 1}]))
+    .await;
+    let first = r.start(&state, "exec-stale").await;
+    handover_testkit::remove_fault_rules(&[&id]).await;
+    let e = first.expect_err("the answer was lost");
+    assert_eq!(e.error_name(), ErrorName::Transient, "{e}");
+    let retried = r.start(&state, "exec-stale").await.unwrap();
+    assert_eq!(
+        retried.status,
+        PromotionStatus::Promoting,
+        "{}",
+        retried.db_status
+    );
+    assert!(
+        retried.db_status.contains("refused a second call"),
+        "{}",
+        retried.db_status
+    );
+    assert_eq!(
+        r.promote_calls().await,
+        2,
+        "the second call was refused, not repeated"
+    );
+    // The state machine's status polls: S shows the promotion within the bound.
+    let mut state = state;
+    state
+        .steps
+        .insert("promotion".into(), serde_json::to_value(&retried).unwrap());
+    let s_rds = r.s_rds().await;
+    let mut done = None;
+    for _ in 0..40 {
+        let p = status(
+            &state,
+            "exec-stale",
+            &r.store,
+            &Promoter::for_plan(&state, &s_rds),
+            Utc::now,
+        )
+        .await
+        .unwrap();
+        if p.status == PromotionStatus::Promoted {
+            done = Some(p);
+            break;
+        }
+        state
+            .steps
+            .insert("promotion".into(), serde_json::to_value(&p).unwrap());
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+    let done = done.expect("S promoted within the polls");
+    assert_eq!(done.epoch, Some(2));
+    let rec = r.store.primary().await.unwrap().unwrap();
+    assert_eq!(rec.region, r.plan.regions.standby.region);
+}
+
 /// The other side of the same question: claimed, but the call never reached
 /// RDS (the process died before it). The replica is still a healthy replica,
 /// so the retry calls PromoteReadReplica, once.

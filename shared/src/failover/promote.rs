@@ -386,6 +386,13 @@ pub async fn start<P: ReplicaPromoter, L: ReplicaLag>(
             current.epoch
         )));
     }
+    // An earlier attempt of this execution claimed the promotion: its call
+    // may have reached RDS with the answer lost.
+    let claimed_before = current
+        .transition
+        .as_ref()
+        .filter(|t| t.execution == execution)
+        .is_some_and(|t| t.promote_claimed_at.is_some());
     // Claimed but the call never recorded: the call may have been accepted
     // with its answer lost. Read the world, never memory: a replica that is
     // already promoting means it was.
@@ -487,18 +494,14 @@ pub async fn start<P: ReplicaPromoter, L: ReplicaLag>(
             "promoting (already called)".into(),
         ));
     }
+    let mut said = "promoting";
     if let Err(e) = promoter.promote(budget).await {
-        // RDS refuses a second promotion of an instance that an earlier,
-        // lost-answer call is already promoting (a describe can lag behind
-        // the call). Ask again before calling this a failure.
-        let already = e.code() == Some("InvalidDBInstanceState")
-            && promoter.started(budget).await.unwrap_or(false);
-        if !already {
-            return Err(e.into());
-        }
+        said = already_promoting(&e, claimed_before, promoter, budget)
+            .await
+            .ok_or(e)?;
         info!(
             execution,
-            epoch, "RDS says the replica is already promoting: an earlier call went through"
+            epoch, said, "RDS refused a second promotion call"
         );
     }
     let called = now();
@@ -507,7 +510,31 @@ pub async fn start<P: ReplicaPromoter, L: ReplicaLag>(
         "promote",
     )?;
     info!(execution, epoch, rpo_s = rpo, "promotion started");
-    Ok(promoting(rpo, at, called, "promoting".into()))
+    Ok(promoting(rpo, at, called, said.into()))
+}
+
+/// RDS refused the promotion call (InvalidDBInstanceState): is an earlier
+/// call of this execution already promoting the replica? Yes when the
+/// describe shows it. Yes too when this execution had claimed the
+/// promotion before this attempt: describes can show the available replica
+/// for a while after an accepted call, and the state machine's status polls
+/// (`promotion_max_polls` × `promotion_poll_s`, minutes) wait for RDS to
+/// show it, or end in PromotionStuck. Otherwise the refusal stands.
+async fn already_promoting<P: ReplicaPromoter>(
+    e: &AwsError,
+    claimed_before: bool,
+    promoter: &P,
+    budget: Duration,
+) -> Option<&'static str> {
+    if e.code() != Some("InvalidDBInstanceState") {
+        return None;
+    }
+    if promoter.started(budget).await.unwrap_or(false) {
+        return Some("promoting (RDS says an earlier call went through)");
+    }
+    claimed_before.then_some(
+        "promoting (RDS refused a second call: an earlier call of this run went through; the status polls wait for RDS to show it)",
+    )
 }
 
 fn promoting(
