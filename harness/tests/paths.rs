@@ -687,6 +687,54 @@ async fn path_a_transient_error_is_retried_and_the_run_succeeds() {
     );
 }
 
+/// Issue 34: S's RDS throttled for a minute after the fence. With four
+/// attempts from 2 s the Promote step gave up within 15 to 30 s, the run
+/// failed and P was unfenced and held off for the cooldown. Its retries
+/// now last minutes: the run promotes S once the throttling ends.
+#[tokio::test]
+async fn path_s_rds_throttled_for_a_minute_after_the_fence_still_promotes() {
+    let w = world().await;
+    clear_faults().await;
+    let run = start(&w, 5.0, |_| {}).await;
+    let id = unique("throttled-s");
+    handover_testkit::add_fault_rules(json!([{"id": id, "mode": "throttle", "service": "rds",
+        "region": TEST_REGION, "caller": "promote", "count": 1_000_000}]))
+    .await;
+    approve(&w, &run).await;
+    let throttled = || async {
+        handover_testkit::fault_log()
+            .await
+            .iter()
+            .filter(|f| f["rule"] == id.as_str())
+            .count()
+    };
+    for _ in 0..600 {
+        if throttled().await > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(throttled().await > 0, "promote never reached S's RDS");
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    handover_testkit::remove_fault_rules(&[&id]).await;
+    let refused = throttled().await;
+    let e = ended(&w, &run).await;
+    assert_eq!(
+        e.status,
+        "SUCCEEDED",
+        "{} {:?} {:?}",
+        path(&e),
+        e.error,
+        e.cause
+    );
+    assert!(
+        refused >= 5,
+        "{refused} throttled calls: the minute was real"
+    );
+    let rec = w.store.primary().await.unwrap().unwrap();
+    assert_eq!(rec.epoch, 2, "S promoted once");
+}
+
 /// The fence's process dies right after ModifyDBInstance returns (as an
 /// out-of-memory kill or a host failure does). Lambda answers the
 /// invocation with Runtime.ExitError, the state machine retries the step,
