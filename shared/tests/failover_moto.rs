@@ -448,6 +448,47 @@ async fn a_lost_promotion_answer_with_a_stale_describe_still_ends_promoted() {
     assert_eq!(rec.region, r.plan.regions.standby.region);
 }
 
+/// Issue 34, loss not the clock: ReplicaLag for PostgreSQL is now minus
+/// S's last replayed commit, so after the fence it grows by a second a
+/// second while nothing is lost. A fence confirmed 115 s before a sample
+/// of 110 s (a reboot at AWS's pace, S fully replayed): the 60 s target
+/// holds, and an approval that accepted no loss must not be refused for
+/// the fence's time. The sample's time is its period's start, up to a
+/// minute early, so the estimate is at most 55 s. An unconfirmed fence (P
+/// may have gone on committing) still counts the whole lag.
+#[tokio::test]
+async fn a_fence_that_took_its_time_does_not_count_as_lost_data() {
+    use chrono::Duration;
+    for confirmed in [true, false] {
+        let r = run(5.0).await;
+        let exec = format!("exec-slow-fence-{confirmed}");
+        let mut state = r.fenced(&exec, false).await.unwrap();
+        // The newest sample (after the world's own): 110 s.
+        let sampled = Utc::now();
+        let s = &r.plan.regions.standby;
+        put_replica_lag(&r.aws, &s.region, &s.db_instance_id, 110.0, sampled).await;
+        let mut f: handover::execution::FenceResult = state.require("fence").unwrap();
+        assert_eq!(f.outcome, FenceOutcome::Confirmed);
+        f.fenced_at = sampled - Duration::seconds(115);
+        if !confirmed {
+            f.outcome = FenceOutcome::Unconfirmed;
+            f.may_proceed = true;
+        }
+        state
+            .steps
+            .insert("fence".into(), serde_json::to_value(&f).unwrap());
+        let out = r.start(&state, &exec).await;
+        if confirmed {
+            let p = out.unwrap();
+            assert_eq!(p.status, PromotionStatus::Promoting);
+            assert!(p.rpo_s <= 55.01, "the loss at the fence: {}", p.rpo_s);
+        } else {
+            let e = out.expect_err("the whole lag counts");
+            assert!(e.to_string().contains("110 s"), "{e}");
+        }
+    }
+}
+
 /// The other side of the same question: claimed, but the call never reached
 /// RDS (the process died before it). The replica is still a healthy replica,
 /// so the retry calls PromoteReadReplica, once.

@@ -460,6 +460,7 @@ pub async fn start<P: ReplicaPromoter, L: ReplicaLag>(
                 budget,
             )
             .await?;
+        let latest = latest.map(|l| loss_at_fence(l, &fence));
         let asked = state
             .require::<crate::execution::Diagnosis>("diagnosis")
             .ok();
@@ -535,6 +536,32 @@ async fn already_promoting<P: ReplicaPromoter>(
     claimed_before.then_some(
         "promoting (RDS refused a second call: an earlier call of this run went through; the status polls wait for RDS to show it)",
     )
+}
+
+/// What S may lack of P, judged from a lag `sample`. For PostgreSQL,
+/// ReplicaLag is now minus S's last replayed commit (RDS User Guide, read
+/// replicas), so once P stops committing it grows with the clock while
+/// nothing more is lost. A confirmed fence stopped P's commits by
+/// `fenced_at` (its sessions ended, new ones refused): a sample taken after
+/// it counts only the commits before it, `lag - (sampled - fenced_at)`.
+/// The sample's time is its minute's start, so the result errs high. A
+/// sample from before the fence, or an unconfirmed fence, is taken as it
+/// is: P may have gone on committing.
+pub fn loss_at_fence(
+    sample: crate::adapters::cloudwatch::LagSample,
+    fence: &FenceResult,
+) -> crate::adapters::cloudwatch::LagSample {
+    if fence.outcome != crate::execution::FenceOutcome::Confirmed
+        || sample.seconds < 0.0
+        || sample.at <= fence.fenced_at
+    {
+        return sample;
+    }
+    let after = (sample.at - fence.fenced_at).num_milliseconds() as f64 / 1000.0;
+    crate::adapters::cloudwatch::LagSample {
+        seconds: (sample.seconds - after).max(0.0),
+        at: sample.at,
+    }
 }
 
 fn promoting(
