@@ -520,7 +520,9 @@ pub async fn start<P: ReplicaPromoter, L: ReplicaLag>(
 /// promotion before this attempt: describes can show the available replica
 /// for a while after an accepted call, and the state machine's status polls
 /// (`promotion_max_polls` × `promotion_poll_s`, minutes) wait for RDS to
-/// show it, or end in PromotionStuck. Otherwise the refusal stands.
+/// show it, or end in PromotionStuck. A replica the describe shows in
+/// another state (`backing-up`) was refused for that. Otherwise the
+/// refusal stands.
 async fn already_promoting<P: ReplicaPromoter>(
     e: &AwsError,
     claimed_before: bool,
@@ -533,7 +535,17 @@ async fn already_promoting<P: ReplicaPromoter>(
     if promoter.started(budget).await.unwrap_or(false) {
         return Some("promoting (RDS says an earlier call went through)");
     }
-    claimed_before.then_some(
+    // A replica that shows another state (`backing-up`) was refused for
+    // that, not because a call of ours is at work.
+    if !claimed_before
+        || promoter
+            .progress(budget)
+            .await
+            .is_ok_and(|p| p.status != "available")
+    {
+        return None;
+    }
+    Some(
         "promoting (RDS refused a second call: an earlier call of this run went through; the status polls wait for RDS to show it)",
     )
 }
