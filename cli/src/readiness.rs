@@ -152,18 +152,34 @@ async fn last(
             format!("s3://{bucket}/{key} is not a readiness result: {e}"),
         )
     })?;
+    let age = (chrono::Utc::now() - doc.readiness.at).num_minutes().max(0);
+    let stale = age > STALE_AFTER_MIN;
     let text = if json {
-        String::from_utf8_lossy(&body).into_owned()
+        let mut v = serde_json::to_value(&doc).unwrap_or_default();
+        v["stored_at"] = format!("s3://{bucket}/{key}").into();
+        v["age_min"] = age.into();
+        v["stale"] = stale.into();
+        serde_json::to_string_pretty(&v).unwrap_or_default()
     } else {
-        format!(
-            "{}\n(stored at s3://{bucket}/{key}; {} min old)",
-            doc.readiness.text(),
-            (chrono::Utc::now() - doc.readiness.at).num_minutes().max(0)
-        )
+        let mut text = format!(
+            "{}\n(stored at s3://{bucket}/{key}; {age} min old)",
+            doc.readiness.text()
+        );
+        if stale {
+            text.push_str(&format!(
+                "\nSTALE: no evaluation for {age} min (the schedule runs every 30): readiness may not be running; this result says nothing of now"
+            ));
+        }
+        text
     };
-    if doc.worst == Verdict::Fail {
+    // A stale result is no evidence of readiness.
+    if doc.worst == Verdict::Fail || stale {
         Err((NOT_READY, text))
     } else {
         Ok(text)
     }
 }
+
+/// A stored result older than this (two scheduled evaluations and some)
+/// says nothing of now.
+const STALE_AFTER_MIN: i64 = 65;

@@ -95,6 +95,8 @@ async fn last_prints_the_stored_result_and_a_failing_one_exits_not_ready() {
     assert_eq!(code, 5);
     let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(doc["summary"], "readiness: 1 fail, 0 warn, 1 pass");
+    assert_eq!(doc["age_min"], 12);
+    assert_eq!(doc["stale"], false);
     assert_eq!(doc["checks"][1]["id"], "slack.channel");
 }
 
@@ -113,4 +115,33 @@ async fn last_refuses_flags_that_do_not_apply_and_needs_a_bucket() {
     let (code, _, err) = readiness(&["--last", "--bucket", &unique("no-such-bucket")]).await;
     assert_eq!(code, 3, "{err}");
     assert!(err.contains("NoSuchBucket"), "{err}");
+}
+
+/// A result the function stored hours ago is no evidence of now: an old
+/// pass exits 5 and says it is stale, and --json carries its age.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn last_refuses_to_vouch_for_a_stale_pass() {
+    let aws = aws();
+    let bucket = unique("handover-reports");
+    report_bucket(&aws, TEST_REGION, &bucket).await;
+    let mut r = failing_channel();
+    r.checks.retain(|c| c.verdict == Verdict::Pass);
+    r.at = Utc::now() - chrono::Duration::hours(3);
+    store(
+        &S3Reports::new(&aws, TEST_REGION).await,
+        &bucket,
+        &r,
+        "shop",
+    )
+    .await
+    .unwrap();
+    let (code, out, err) = readiness(&["--last", "--bucket", &bucket]).await;
+    assert_eq!(code, 5, "{out}{err}");
+    assert!(out.contains("STALE: no evaluation for 180 min"), "{out}");
+    let (code, out, _) = readiness(&["--last", "--bucket", &bucket, "--json"]).await;
+    assert_eq!(code, 5);
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(doc["age_min"], 180);
+    assert_eq!(doc["stale"], true);
+    assert_eq!(doc["worst"], "pass");
 }

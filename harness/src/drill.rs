@@ -622,14 +622,16 @@ impl Drill {
     }
 
     /// What a scheduled readiness run left: `readiness/latest.*` and a
-    /// dated copy in the report bucket, and `events` change events at the
-    /// consumer's queue. Keeps `latest.md` beside the drill's other output.
+    /// dated copy in the report bucket, newer than `after` (an earlier
+    /// run's), and `events` change events at the consumer's queue. Keeps
+    /// `latest.md` beside the drill's other output. Returns the run's time.
     async fn readiness_left(
         &self,
         summary: &str,
         consumer: &crate::bus::BusConsumer,
         events: usize,
-    ) -> Result<()> {
+        after: Option<chrono::DateTime<Utc>>,
+    ) -> Result<chrono::DateTime<Utc>> {
         use handover::report::sources::{ReportReader, S3Reports};
         let s3 = S3Reports::new(&self.aws, REGION).await;
         let bucket = &self.plan.report.bucket;
@@ -643,10 +645,11 @@ impl Drill {
             "readiness/latest.json says {:?}, the run {summary:?}",
             doc.summary
         );
-        let dated = doc
-            .readiness
-            .at
-            .format("readiness/history/%Y-%m-%d/%H%M%SZ");
+        anyhow::ensure!(
+            after.is_none_or(|a| doc.readiness.at > a),
+            "readiness/latest.json is still the run of {after:?}: this run wrote nothing"
+        );
+        let dated = handover::readiness::output::history_stem(doc.readiness.at);
         for ext in ["json", "md"] {
             s3.get(bucket, &format!("{dated}.{ext}"))
                 .await?
@@ -669,7 +672,7 @@ impl Drill {
                 handover::readiness::output::EVENT_DETAIL_TYPE
             ));
         }
-        Ok(())
+        Ok(doc.readiness.at)
     }
 
     /// Run the scenario.
@@ -707,7 +710,7 @@ impl Drill {
             summary.starts_with("readiness: 0 fail"),
             "the drill world is not ready to fail over: {ready}"
         );
-        self.readiness_left(&summary, &consumer, 1).await?;
+        let first = self.readiness_left(&summary, &consumer, 1, None).await?;
         // The same world again: the same verdicts post nothing.
         let posted = self.slack.messages().len();
         let again = self
@@ -720,7 +723,8 @@ impl Drill {
             again["changed"] == false && self.slack.messages().len() == posted,
             "an unchanged readiness result posted again: {again}"
         );
-        self.readiness_left(&summary, &consumer, 0).await?;
+        self.readiness_left(&summary, &consumer, 0, Some(first))
+            .await?;
         tokio::time::sleep(Duration::from_millis(1100)).await;
         let execution = if decision == Decision::Switchover {
             self.start_switchover().await?

@@ -14,8 +14,9 @@ fn resource(name: &str) -> &'static Value {
     r
 }
 
-#[test]
-fn the_stack_alarms_on_the_metric_readiness_prints_after_two_failing_evaluations() {
+/// The counts line readiness prints after two failing evaluations, and
+/// its one CloudWatch directive.
+fn printed() -> (Value, Value) {
     let failing = Readiness {
         at: Utc::now(),
         checks: vec![Check {
@@ -26,63 +27,105 @@ fn the_stack_alarms_on_the_metric_readiness_prints_after_two_failing_evaluations
             fix: "invite the bot".into(),
         }],
     };
-    let counts: Value = serde_json::from_str(&emf_lines(&failing, "any", 0)[0]).unwrap();
-    let directive = &counts["_aws"]["CloudWatchMetrics"][0];
-    let a = &resource("ReadinessFailingAlarm")["Properties"];
-    assert_eq!(a["Namespace"], directive["Namespace"]);
-    assert_eq!(a["MetricName"], "ReadinessFail");
+    let counts: Value = serde_json::from_str(&emf_lines(&failing, true, "any", 0)[0]).unwrap();
+    let directive = counts["_aws"]["CloudWatchMetrics"][0].clone();
+    (counts, directive)
+}
+
+/// `alarm` watches a metric readiness prints, with the same dimensions,
+/// and its Stack is the value the function is given.
+fn watches_what_readiness_prints(alarm: &str, metric: &str) -> &'static Value {
+    let (counts, directive) = printed();
+    let a = &resource(alarm)["Properties"];
+    assert_eq!(a["Namespace"], directive["Namespace"], "{alarm}");
+    assert_eq!(a["MetricName"], metric, "{alarm}");
     assert!(
         directive["Metrics"]
             .as_array()
             .unwrap()
             .iter()
-            .any(|m| m["Name"] == a["MetricName"]),
-        "readiness prints no {}: {directive}",
-        a["MetricName"]
+            .any(|m| m["Name"] == metric),
+        "readiness prints no {metric}: {directive}"
     );
-    assert_eq!(counts["ReadinessFail"], 1.0);
-    // The same dimensions, and the Stack value is what the function is given.
+    assert!(counts[metric].is_number(), "{counts}");
     let names: Vec<&Value> = a["Dimensions"]
         .as_array()
         .unwrap()
         .iter()
         .map(|d| &d["Name"])
         .collect();
-    let printed: Vec<&Value> = directive["Dimensions"][0]
+    let dims: Vec<&Value> = directive["Dimensions"][0]
         .as_array()
         .unwrap()
         .iter()
         .collect();
-    assert_eq!(names, printed);
+    assert_eq!(names, dims, "{alarm}");
     let (_, env) = function_environments()
         .into_iter()
         .find(|(name, _)| name == "ReadinessFunction")
         .expect("the readiness function");
-    assert_eq!(a["Dimensions"][0]["Value"], env["HANDOVER_STACK_NAME"]);
-    // Two 30-minute periods in a row, each with only failing evaluations.
+    assert_eq!(
+        a["Dimensions"][0]["Value"], env["HANDOVER_STACK_NAME"],
+        "{alarm}"
+    );
+    assert_eq!(a["AlarmActions"][0]["Ref"], "OperatorTopic", "{alarm}");
+    assert_eq!(a["OKActions"][0]["Ref"], "OperatorTopic", "{alarm}");
+    a
+}
+
+#[test]
+fn the_stack_alarms_when_readiness_fails_twice_in_a_row_and_silence_is_no_all_clear() {
+    let a = watches_what_readiness_prints("ReadinessFailingAlarm", "ReadinessFailingTwice");
+    assert_eq!(printed().0["ReadinessFailingTwice"], 1.0);
+    assert_eq!(a["Statistic"], "Maximum");
+    assert_eq!(a["Threshold"], 1);
+    assert_eq!(a["ComparisonOperator"], "GreaterThanOrEqualToThreshold");
+    // No evaluation keeps the alarm as it is: it never turns OK by silence.
+    assert_eq!(a["TreatMissingData"], "ignore");
+}
+
+#[test]
+fn the_stack_alarms_when_readiness_stops_evaluating() {
+    let a = watches_what_readiness_prints("ReadinessHeartbeatAlarm", "ReadinessEvaluations");
     let schedule = &resource("ReadinessFunctionEvery30Minutes")["Properties"];
     assert_eq!(schedule["ScheduleExpression"], "rate(30 minutes)");
-    assert_eq!(a["Period"], 1800);
-    assert_eq!(a["EvaluationPeriods"], 2);
-    assert_eq!(a["DatapointsToAlarm"], 2);
-    assert_eq!(a["Statistic"], "Minimum");
-    assert_eq!(a["Threshold"], 0);
-    assert_eq!(a["ComparisonOperator"], "GreaterThanThreshold");
-    assert_eq!(a["TreatMissingData"], "notBreaching");
-    assert_eq!(a["AlarmActions"][0]["Ref"], "OperatorTopic");
+    // An hour holds two scheduled evaluations; none is breaching.
+    assert_eq!(a["Period"], 3600);
+    assert_eq!(a["Statistic"], "Sum");
+    assert_eq!(a["Threshold"], 1);
+    assert_eq!(a["ComparisonOperator"], "LessThanThreshold");
+    assert_eq!(a["TreatMissingData"], "breaching");
 }
 
 /// The statements of the readiness role that grant `action`.
 fn grants(action: &str) -> Vec<&'static Value> {
-    resource("ReadinessRole")["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
-        .as_array()
-        .unwrap()
+    let service = action.split(':').next().unwrap_or_default();
+    let statements =
+        resource("ReadinessRole")["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
+            .as_array()
+            .unwrap();
+    let actions = |s: &Value| -> Vec<String> {
+        match &s["Action"] {
+            Value::Array(a) => a
+                .iter()
+                .filter_map(|x| x.as_str().map(str::to_owned))
+                .collect(),
+            Value::String(one) => vec![one.clone()],
+            _ => vec![],
+        }
+    };
+    // A wildcard would grant the action without naming it.
+    for s in statements {
+        for a in actions(s) {
+            assert!(
+                a != "*" && a != format!("{service}:*"),
+                "the readiness role grants {a}: {s}"
+            );
+        }
+    }
+    statements
         .iter()
-        .filter(|s| {
-            s["Action"]
-                .as_array()
-                .is_some_and(|a| a.iter().any(|x| x == action))
-        })
+        .filter(|s| actions(s).iter().any(|a| a == action))
         .collect()
 }
 

@@ -56,9 +56,10 @@ async fn each_evaluation_leaves_latest_and_a_dated_copy_in_the_bucket() {
     assert_eq!(latest.readiness, second, "latest is the newest");
     assert_eq!(latest.worst, Verdict::Fail);
     let older: Document =
-        serde_json::from_slice(&read("readiness/history/2026-12-05/130400Z.json").await).unwrap();
+        serde_json::from_slice(&read("readiness/history/2026-12-05/130400.000Z.json").await)
+            .unwrap();
     assert_eq!(older.readiness, first, "history keeps the older one");
-    read("readiness/history/2026-12-05/133400Z.md").await;
+    read("readiness/history/2026-12-05/133400.000Z.md").await;
     let md = String::from_utf8(read("readiness/latest.md").await).unwrap();
     assert!(
         md.contains("`slack.channel`") && md.contains("fix slack.channel"),
@@ -91,7 +92,7 @@ async fn a_bucket_that_refuses_fails_naming_the_key() {
     assert!(matches!(e, PublishError::Store { .. }), "{e:?}");
     let text = handover::error::chain(&e);
     assert!(
-        text.contains("readiness/history/2026-12-05/130400Z.json"),
+        text.contains("readiness/history/2026-12-05/130400.000Z.json"),
         "{text}"
     );
     assert!(text.contains("NoSuchBucket"), "{text}");
@@ -135,4 +136,29 @@ async fn an_event_the_bus_refuses_is_an_error_not_an_id() {
         text.contains("not put") && text.contains("InvalidArgument"),
         "{text}"
     );
+}
+
+/// A change event the bus refused is kept on the readiness item for the
+/// next evaluation, and forgotten only once that very event was put.
+#[tokio::test]
+async fn a_refused_event_is_kept_until_it_is_put() {
+    let aws = aws();
+    let store = handover_testkit::fresh_store(&aws).await;
+    let r = readiness(4, Verdict::Fail);
+    store.record_readiness(&r, r.at).await.unwrap();
+    let detail = r#"{"service":"shop","summary":"readiness: 1 fail"}"#;
+    store.keep_pending_event(detail).await.unwrap();
+    let pending = || async { store.readiness().await.unwrap().unwrap().event_pending };
+    assert_eq!(pending().await.as_deref(), Some(detail));
+    // The same verdicts again: the pending event stays.
+    store
+        .record_readiness(&readiness(34, Verdict::Fail), r.at)
+        .await
+        .unwrap();
+    assert_eq!(pending().await.as_deref(), Some(detail));
+    // Clearing another event leaves it; clearing it removes it.
+    store.clear_pending_event("{}").await.unwrap();
+    assert_eq!(pending().await.as_deref(), Some(detail));
+    store.clear_pending_event(detail).await.unwrap();
+    assert_eq!(pending().await, None);
 }

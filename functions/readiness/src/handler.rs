@@ -239,37 +239,60 @@ pub async fn handler(event: serde_json::Value, deps: &Deps) -> Result<Outcome, F
         info!(summary = %r.summary(), "readiness evaluated for a planned switchover's gate");
         return Ok(quiet);
     }
-    // Metrics first: printing them cannot fail, and the stack's alarm on
-    // failing readiness must see every evaluation.
-    for line in output::emf_lines(&r, &deps.stack, now.timestamp_millis()) {
+    let stored = deps.store.readiness().await?;
+    // Metrics first: printing them cannot fail, and the stack's alarms
+    // (failing twice, the heartbeat) must see every evaluation.
+    let previous_failed = stored
+        .as_ref()
+        .is_some_and(|p| p.readiness.count(Verdict::Fail) > 0);
+    for line in output::emf_lines(&r, previous_failed, &deps.stack, now.timestamp_millis()) {
         println!("{line}");
     }
-    let stored = publish::store(&deps.reports, &plan.report.bucket, &r, &plan.service)
-        .await
-        .map_err(published);
+    // An output that failed is retried or rewritten next time, and fails
+    // this evaluation at the end (the Errors alarm), after everything else.
+    let mut failed: Vec<String> = Vec::new();
+    if let Some(detail) = stored.and_then(|p| p.event_pending)
+        && let Err(e) = put_pending(deps, &detail).await
+    {
+        failed.push(e);
+    }
     let change = deps.store.record_readiness(&r, now).await?;
     info!(summary = %r.summary(), changed = matches!(change, ReadinessChange::Changed { .. }), "readiness evaluated");
-    let ReadinessChange::Changed { previous } = change else {
-        return Ok(Outcome {
-            stored: Some(stored?),
-            ..quiet
-        });
-    };
-    let previous = previous.map(|p| *p);
-    let text = announcement(
-        plan,
-        &r,
-        previous.as_ref().map(Readiness::summary).as_deref(),
-    );
+    let mut outcome = quiet;
+    if let ReadinessChange::Changed { previous } = change {
+        let previous = previous.map(|p| *p);
+        let (slack, sns) = announce(deps, plan, &r, previous.as_ref(), &mut failed).await?;
+        outcome.changed = true;
+        (outcome.slack, outcome.sns) = (Some(slack), Some(sns));
+        outcome.event = put_event(deps, plan, previous.as_ref(), &r, &mut failed).await;
+    }
+    // The files last: four writes that may be slow must not hold up the
+    // claim and the announcement within the function's timeout.
+    match publish::store(&deps.reports, &plan.report.bucket, &r, &plan.service).await {
+        Ok(at) => outcome.stored = Some(at),
+        Err(e) => failed.push(published(e)),
+    }
+    if failed.is_empty() {
+        Ok(outcome)
+    } else {
+        Err(FunctionError::new(ErrorName::Transient, failed.join("; ")))
+    }
+}
+
+/// Tell the people of a change: Slack and the operator topic. Marked
+/// posted when either reached them; when neither did, a later evaluation
+/// announces it again. Returns what each said.
+async fn announce(
+    deps: &Deps,
+    plan: &Plan,
+    r: &Readiness,
+    previous: Option<&Readiness>,
+    failed: &mut Vec<String>,
+) -> Result<(String, String), FunctionError> {
+    let text = announcement(plan, r, previous.map(Readiness::summary).as_deref());
     let (slack, slack_ok) = post(deps, &text).await;
-    let (sns, sns_ok) = match deps
-        .operators
-        .publish(
-            &format!("Handover {}: {}", plan.service, r.summary()),
-            &text,
-        )
-        .await
-    {
+    let subject = format!("Handover {}: {}", plan.service, r.summary());
+    let (sns, sns_ok) = match deps.operators.publish(&subject, &text).await {
         Ok(id) => (format!("published {id}"), true),
         Err(e) => {
             warn!(error = %handover::error::chain(&e), "readiness change not published to SNS");
@@ -279,36 +302,58 @@ pub async fn handler(event: serde_json::Value, deps: &Deps) -> Result<Outcome, F
             )
         }
     };
-    if !(slack_ok || sns_ok) {
-        // Announced nowhere: not marked posted, so a later evaluation
-        // announces it again; and this one fails, so the Errors alarm sees it.
-        return Err(FunctionError::new(
-            ErrorName::Transient,
-            format!("the readiness change reached nobody: Slack {slack}; SNS {sns}"),
+    if slack_ok || sns_ok {
+        deps.store.mark_readiness_posted(r).await?;
+    } else {
+        failed.push(format!(
+            "the readiness change reached nobody: Slack {slack}; SNS {sns}"
         ));
     }
-    deps.store.mark_readiness_posted(&r).await?;
-    // A failure to store or to put the event fails the evaluation (the
-    // Errors alarm says so) after the people were told.
-    let event = publish::put_change(&deps.bus, previous.as_ref(), &r, &plan.service)
-        .await
-        .map_err(published);
-    Ok(Outcome {
-        changed: true,
-        slack: Some(slack),
-        sns: Some(sns),
-        stored: Some(stored?),
-        event: Some(event?),
-        ..quiet
-    })
+    Ok((slack, sns))
 }
 
-/// An output that did not reach its store fails the evaluation, so the
-/// Errors alarm says so.
-fn published(e: PublishError) -> FunctionError {
+/// Put the change on the bus; one that fails is kept and put by the next
+/// evaluation. Returns the event id.
+async fn put_event(
+    deps: &Deps,
+    plan: &Plan,
+    previous: Option<&Readiness>,
+    r: &Readiness,
+    failed: &mut Vec<String>,
+) -> Option<String> {
+    let detail = output::change_detail(previous, r, &plan.service);
+    let json = serde_json::to_string(&detail).unwrap_or_default();
+    match publish::put_detail(&deps.bus, &json).await {
+        Ok(id) => Some(id),
+        Err(e) => {
+            failed.push(published(e));
+            if let Err(e) = deps.store.keep_pending_event(&json).await {
+                failed.push(format!(
+                    "the event was not kept to put again: {}",
+                    handover::error::chain(&e)
+                ));
+            }
+            None
+        }
+    }
+}
+
+/// Put an event an earlier evaluation could not, then forget it.
+async fn put_pending(deps: &Deps, detail: &str) -> Result<(), String> {
+    publish::put_detail(&deps.bus, detail)
+        .await
+        .map_err(published)?;
+    deps.store
+        .clear_pending_event(detail)
+        .await
+        .map_err(|e| handover::error::chain(&e))
+}
+
+/// An output that did not reach its store, logged and said.
+fn published(e: PublishError) -> String {
     let text = handover::error::chain(&e);
     warn!(error = %text, "a readiness output was not written");
-    FunctionError::new(ErrorName::Transient, text)
+    text
 }
 
 /// The message of a change: the summary, what it was, and every check that

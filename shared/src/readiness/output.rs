@@ -63,9 +63,11 @@ pub fn latest_json_key() -> String {
 const JSON: &str = "application/json";
 const MARKDOWN: &str = "text/markdown; charset=utf-8";
 
-/// `readiness/history/2026-12-05/130400Z`: one folder a day, sorted by time.
-fn history_stem(at: DateTime<Utc>) -> String {
-    format!("{PREFIX}history/{}", at.format("%Y-%m-%d/%H%M%SZ"))
+/// `readiness/history/2026-12-05/130400.123Z` (add `.json` or `.md`): one
+/// folder a day, sorted by time. Milliseconds keep two evaluations of one
+/// second (a deploy's and the schedule's) apart.
+pub fn history_stem(at: DateTime<Utc>) -> String {
+    format!("{PREFIX}history/{}", at.format("%Y-%m-%d/%H%M%S%.3fZ"))
 }
 
 /// The JSON file: the service, the counts, and every check.
@@ -129,18 +131,33 @@ fn cell(s: &str) -> String {
     s.replace('|', "\\|").replace(['\n', '\r'], " ")
 }
 
-/// The EMF lines of one evaluation: the counts of pass, warn and fail
-/// (`ReadinessPass`, `ReadinessWarn`, `ReadinessFail`, dimension `Stack`),
-/// then one line per failing check (`ReadinessCheckFailing` = 1,
-/// dimensions `Stack` and `Check`). The stack alarms on `ReadinessFail`.
-pub fn emf_lines(r: &Readiness, stack: &str, timestamp_ms: i64) -> Vec<String> {
+/// The EMF lines of one evaluation, dimension `Stack`: the counts of pass,
+/// warn and fail (`ReadinessPass`, `ReadinessWarn`, `ReadinessFail`),
+/// `ReadinessEvaluations` (1: the stack's heartbeat alarm) and
+/// `ReadinessFailingTwice` (1 when this evaluation and the one before,
+/// `previous_failed`, both have a failing check: the stack's alarm). Then
+/// one line per failing check (`ReadinessCheckFailing` = 1, dimensions
+/// `Stack` and `Check`).
+pub fn emf_lines(
+    r: &Readiness,
+    previous_failed: bool,
+    stack: &str,
+    timestamp_ms: i64,
+) -> Vec<String> {
     let count = |v| r.count(v) as f64;
+    let twice = previous_failed && r.count(Verdict::Fail) > 0;
     let mut lines = vec![
         Emf::new(NAMESPACE)
             .dimension("Stack", stack)
             .metric("ReadinessPass", count(Verdict::Pass), Unit::Count)
             .metric("ReadinessWarn", count(Verdict::Warn), Unit::Count)
             .metric("ReadinessFail", count(Verdict::Fail), Unit::Count)
+            .metric("ReadinessEvaluations", 1.0, Unit::Count)
+            .metric(
+                "ReadinessFailingTwice",
+                f64::from(u8::from(twice)),
+                Unit::Count,
+            )
             .render(timestamp_ms),
     ];
     for c in r.checks.iter().filter(|c| c.verdict == Verdict::Fail) {
@@ -156,7 +173,7 @@ pub fn emf_lines(r: &Readiness, stack: &str, timestamp_ms: i64) -> Vec<String> {
 }
 
 /// The detail of a "Handover Readiness Changed" event (schema in
-/// docs/reference/readiness-event.md).
+/// docs/reference/readiness-outputs.md).
 #[derive(Debug, Serialize, serde::Deserialize, PartialEq)]
 pub struct ChangeDetail {
     /// The plan's service.
@@ -306,8 +323,8 @@ mod tests {
         assert_eq!(
             keys,
             [
-                "readiness/history/2026-12-05/130407Z.json",
-                "readiness/history/2026-12-05/130407Z.md",
+                "readiness/history/2026-12-05/130407.000Z.json",
+                "readiness/history/2026-12-05/130407.000Z.md",
                 "readiness/latest.json",
                 "readiness/latest.md",
             ]
@@ -346,7 +363,7 @@ mod tests {
             check("secrets.db_user", Verdict::Fail),
             check("slack.in_channel", Verdict::Fail),
         ]);
-        let lines = emf_lines(&r, "prod", 1_800_000_000_000);
+        let lines = emf_lines(&r, true, "prod", 1_800_000_000_000);
         assert_eq!(lines.len(), 3, "the counts, then one per failing check");
         let mut failing = Vec::new();
         for line in &lines {
@@ -374,7 +391,23 @@ mod tests {
         assert_eq!(counts["ReadinessPass"], 1.0);
         assert_eq!(counts["ReadinessWarn"], 1.0);
         assert_eq!(counts["ReadinessFail"], 2.0);
+        assert_eq!(counts["ReadinessEvaluations"], 1.0);
+        assert_eq!(counts["ReadinessFailingTwice"], 1.0);
         assert_eq!(failing, ["secrets.db_user", "slack.in_channel"]);
+    }
+
+    #[test]
+    fn failing_twice_needs_this_and_the_previous_evaluation_failing() {
+        let twice = |r: &Readiness, previous_failed| {
+            let v: serde_json::Value =
+                serde_json::from_str(&emf_lines(r, previous_failed, "prod", 0)[0]).unwrap();
+            v["ReadinessFailingTwice"].as_f64().unwrap()
+        };
+        let failing = readiness(vec![check("dns.ttl", Verdict::Fail)]);
+        let passing = readiness(vec![check("dns.ttl", Verdict::Warn)]);
+        assert_eq!(twice(&failing, true), 1.0);
+        assert_eq!(twice(&failing, false), 0.0);
+        assert_eq!(twice(&passing, true), 0.0);
     }
 
     #[test]

@@ -56,7 +56,12 @@ pub async fn put_change<B: BusPublisher>(
     let detail = output::change_detail(previous, r, service);
     // A struct of strings, numbers and enums always serialises.
     let json = serde_json::to_string(&detail).unwrap_or_default();
-    bus.put(EVENT_SOURCE, EVENT_DETAIL_TYPE, &json)
+    put_detail(bus, &json).await
+}
+
+/// Put a "Handover Readiness Changed" event with this `detail` (JSON).
+pub async fn put_detail<B: BusPublisher>(bus: &B, detail: &str) -> Result<String, PublishError> {
+    bus.put(EVENT_SOURCE, EVENT_DETAIL_TYPE, detail)
         .await
         .map_err(PublishError::Event)
 }

@@ -842,7 +842,7 @@ fn a_credential_in_a_dependency_reaches_no_output() {
         .into_iter()
         .map(|f| f.body)
         .collect();
-    outputs.extend(output::emf_lines(&r, "prod", 0));
+    outputs.extend(output::emf_lines(&r, true, "prod", 0));
     outputs.push(serde_json::to_string(&output::change_detail(None, &r, "shop")).unwrap());
     outputs.push(serde_json::to_string(&r).unwrap());
     outputs.push(r.text());

@@ -21,6 +21,9 @@ pub struct StoredReadiness {
     pub readiness: Readiness,
     /// Its signature (every check's id and verdict).
     pub signature: String,
+    /// The detail of a change event that could not be put on the bus, to
+    /// put again on the next evaluation ([`Store::keep_pending_event`]).
+    pub event_pending: Option<String>,
 }
 
 /// What [`Store::record_readiness`] did.
@@ -62,6 +65,7 @@ impl Store {
         Ok(Some(StoredReadiness {
             readiness,
             signature: a.s("signature")?,
+            event_pending: a.opt_s("event_pending")?,
         }))
     }
 
@@ -159,6 +163,44 @@ impl Store {
         match res {
             Ok(_) => Ok(()),
             // Newer verdicts were stored meanwhile: theirs to announce.
+            Err(e) if super::primary::conditional_old(&e).is_some() => Ok(()),
+            Err(e) => Err(call_error("UpdateItem", PK, e)),
+        }
+    }
+
+    /// Keep a change event that could not be put, so the next evaluation
+    /// puts it (events must not be lost for a passing EventBridge fault).
+    /// A newer change's claim replaces the item and with it this event:
+    /// the newer event describes the newer verdicts.
+    pub async fn keep_pending_event(&self, detail: &str) -> Result<(), StoreError> {
+        self.client()
+            .update_item()
+            .table_name(self.table())
+            .set_key(Some(Self::key(PK)))
+            .update_expression("SET event_pending = :d")
+            .condition_expression("attribute_exists(pk)")
+            .expression_attribute_values(":d", s(detail))
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| call_error("UpdateItem", PK, e))
+    }
+
+    /// The pending event `detail` was put: forget it, unless another one
+    /// replaced it meanwhile.
+    pub async fn clear_pending_event(&self, detail: &str) -> Result<(), StoreError> {
+        let res = self
+            .client()
+            .update_item()
+            .table_name(self.table())
+            .set_key(Some(Self::key(PK)))
+            .update_expression("REMOVE event_pending")
+            .condition_expression("event_pending = :d")
+            .expression_attribute_values(":d", s(detail))
+            .send()
+            .await;
+        match res {
+            Ok(_) => Ok(()),
             Err(e) if super::primary::conditional_old(&e).is_some() => Ok(()),
             Err(e) => Err(call_error("UpdateItem", PK, e)),
         }
