@@ -1033,15 +1033,17 @@ async fn path_a_run_failing_after_the_fence_is_compensated_and_the_next_incident
     clear_faults().await;
     let run = start(&w, 5.0, |_| {}).await;
     let before = p_groups(&w, &run).await;
-    // S's RDS API fails for promote only: the fence is confirmed, the
-    // promotion never called.
-    control(
-        "faults",
-        json!({"rds:ap-northeast-1": {"mode": "error", "caller": "promote"}}),
-    )
+    // S's RDS API refuses promote (a 400 no retry changes; a 5xx is now
+    // retried for minutes): the fence is confirmed, the promotion never
+    // called.
+    let refuse = unique("refuse-promote");
+    handover_testkit::add_fault_rules(json!([{"id": refuse, "mode": "error", "service": "rds",
+        "region": TEST_REGION, "caller": "promote", "status": 400, "code": "AccessDenied",
+        "message": "not authorized", "count": 1_000_000}]))
     .await;
     approve(&w, &run).await;
     let e = ended(&w, &run).await;
+    handover_testkit::remove_fault_rules(&[&refuse]).await;
     clear_faults().await;
     assert_eq!(
         e.status,

@@ -378,9 +378,10 @@ async fn a_promotion_call_whose_answer_was_lost_is_recognised_on_retry_and_not_r
 /// still showing the available replica of P for a while after (the
 /// emulator's `promote_stale_s`). The retry calls again, RDS refuses it
 /// (InvalidDBInstanceState), and the describe still says nothing happened.
-/// That refusal after this run's own claim is the earlier call at work:
-/// the retry reports `promoting` and the status polls see S promoted. It
-/// must not end the run Failed while S promotes on its own.
+/// That refusal after this run's own claim is no failure: it is transient,
+/// so the state machine retries; once the describe shows the promotion, a
+/// retry polls it and S ends promoted. No call is recorded on inference,
+/// and the run must not end Failed while S promotes on its own.
 #[tokio::test]
 async fn a_lost_promotion_answer_with_a_stale_describe_still_ends_promoted() {
     let r = run(5.0).await;
@@ -399,6 +400,26 @@ async fn a_lost_promotion_answer_with_a_stale_describe_still_ends_promoted() {
     handover_testkit::remove_fault_rules(&[&id]).await;
     let e = first.expect_err("the answer was lost");
     assert_eq!(e.error_name(), ErrorName::Transient, "{e}");
+    let refused = r.start(&state, "exec-stale").await.expect_err("refused");
+    assert_eq!(refused.error_name(), ErrorName::Transient, "{refused}");
+    assert!(
+        refused.to_string().contains("InvalidDBInstanceState"),
+        "{refused}"
+    );
+    let tr = r
+        .store
+        .primary()
+        .await
+        .unwrap()
+        .unwrap()
+        .transition
+        .unwrap();
+    assert!(
+        tr.promote_called_at.is_none(),
+        "no call recorded on inference"
+    );
+    // The state machine's next retry, once RDS shows the promotion.
+    tokio::time::sleep(std::time::Duration::from_millis(3500)).await;
     let retried = r.start(&state, "exec-stale").await.unwrap();
     assert_eq!(
         retried.status,
@@ -407,7 +428,7 @@ async fn a_lost_promotion_answer_with_a_stale_describe_still_ends_promoted() {
         retried.db_status
     );
     assert!(
-        retried.db_status.contains("refused a second call"),
+        retried.db_status.contains("answer was lost"),
         "{}",
         retried.db_status
     );
@@ -416,7 +437,6 @@ async fn a_lost_promotion_answer_with_a_stale_describe_still_ends_promoted() {
         2,
         "the second call was refused, not repeated"
     );
-    // The state machine's status polls: S shows the promotion within the bound.
     let mut state = state;
     state
         .steps
@@ -454,14 +474,17 @@ async fn a_lost_promotion_answer_with_a_stale_describe_still_ends_promoted() {
 /// of 110 s (a reboot at AWS's pace, S fully replayed): the 60 s target
 /// holds, and an approval that accepted no loss must not be refused for
 /// the fence's time. The sample's time is its period's start, up to a
-/// minute early, so the estimate is at most 55 s. An unconfirmed fence (P
-/// may have gone on committing) still counts the whole lag.
+/// minute early, so the estimate is at most 55 s. An unconfirmed fence, or
+/// one that left P's sessions open (`end_sessions` off), still counts the
+/// whole lag: P may have gone on committing.
 #[tokio::test]
 async fn a_fence_that_took_its_time_does_not_count_as_lost_data() {
     use chrono::Duration;
-    for confirmed in [true, false] {
-        let r = run(5.0).await;
-        let exec = format!("exec-slow-fence-{confirmed}");
+    for (confirmed, end_sessions) in [(true, true), (false, true), (true, false)] {
+        let mut plan = unique_plan();
+        plan.fence.end_sessions = end_sessions;
+        let r = run_in(plan, 5.0).await;
+        let exec = format!("exec-slow-fence-{confirmed}-{end_sessions}");
         let mut state = r.fenced(&exec, false).await.unwrap();
         // The newest sample (after the world's own): 110 s.
         let sampled = Utc::now();
@@ -478,7 +501,7 @@ async fn a_fence_that_took_its_time_does_not_count_as_lost_data() {
             .steps
             .insert("fence".into(), serde_json::to_value(&f).unwrap());
         let out = r.start(&state, &exec).await;
-        if confirmed {
+        if confirmed && end_sessions {
             let p = out.unwrap();
             assert_eq!(p.status, PromotionStatus::Promoting);
             assert!(p.rpo_s <= 55.01, "the loss at the fence: {}", p.rpo_s);
@@ -1173,6 +1196,81 @@ async fn a_stale_available_after_the_reboot_is_not_taken_as_the_restart() {
         waited >= 2_800,
         "confirmed {waited} ms after the reboot was accepted: {}",
         f.detail
+    );
+}
+
+/// P reboots for a reason of its own as the fence begins: the fence's
+/// reboot is refused until that one is over, then accepted. That earlier
+/// restart's event, and its `rebooting` seen in a describe, are not ours:
+/// with our reboot's describe stale for 1 s, taking them would confirm
+/// the fence before our reboot even began. Only RDS's restart event after
+/// ours was accepted counts.
+#[tokio::test]
+async fn an_earlier_restart_of_p_never_passes_for_the_fences_own() {
+    let r = run(5.0).await;
+    let p = r.plan.regions.primary.clone();
+    // The deny-all group takes 2 s to apply; P's own reboot starts as soon
+    // as the fence's modify is in and lasts 3 s, so the fence's reboot is
+    // refused until it is over.
+    handover_testkit::realistic_rds(&p.db_instance_id, 0.0, 0.0, 2.0).await;
+    handover_testkit::stale_reboot(&p.db_instance_id, 0.0, 3.0).await;
+    let (aws, id) = (handover_testkit::aws(), p.db_instance_id.clone());
+    let own = tokio::spawn(async move {
+        let rds = Rds::new(&aws, &p.region).await;
+        let budget = std::time::Duration::from_secs(5);
+        loop {
+            let d = handover::adapters::DbInspector::describe(&rds, &id, budget).await;
+            if d.ok()
+                .flatten()
+                .is_some_and(|d| !d.unsettled_security_groups.is_empty())
+            {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        aws.rds(&p.region)
+            .await
+            .reboot_db_instance()
+            .db_instance_identifier(&id)
+            .send()
+            .await
+            .expect("P's own reboot");
+        // The fence's reboot, when RDS accepts it: a stale `available`
+        // for 1 s, then 1 s of `rebooting`.
+        handover_testkit::stale_reboot(&id, 1.0, 1.0).await;
+    });
+    let state = run_state(&r.plan, json!({ "approval": approval(false) }));
+    record_approval(&r.store, "exec-own", &approval(false)).await;
+    let f = fence(&state, "exec-own", &r.store, &r.p_rds().await, Utc::now)
+        .await
+        .unwrap();
+    own.await.unwrap();
+    let p = &r.plan.regions.primary;
+    assert_eq!(f.outcome, FenceOutcome::Confirmed, "{}", f.detail);
+    assert!(
+        f.detail.contains("RDS reported it restarted"),
+        "{}",
+        f.detail
+    );
+    let tr = r
+        .store
+        .primary()
+        .await
+        .unwrap()
+        .unwrap()
+        .transition
+        .unwrap();
+    let accepted = tr.fence_reboot_at.expect("the accepted reboot is recorded");
+    let waited = (f.fenced_at - accepted).num_milliseconds();
+    assert!(
+        waited >= 1_900,
+        "confirmed {waited} ms after our reboot was accepted: {}",
+        f.detail
+    );
+    let reboots = count_calls("RebootDBInstance", &p.db_instance_id).await;
+    assert!(
+        reboots >= 3,
+        "{reboots} reboot calls: ours was refused first"
     );
 }
 

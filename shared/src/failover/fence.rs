@@ -177,6 +177,11 @@ pub async fn fence<F: DbFencer + Sync>(
     }
 
     let watched = Watched::new(p_rds);
+    // An earlier attempt of this fence that recorded P's groups or an
+    // accepted reboot had its answers: P answered, whatever it does now.
+    if tr.fence_previous_groups.is_some() || tr.fence_reboot_at.is_some() {
+        watched.mark_answered();
+    }
     let (outcome, previous, detail) = match attempt(
         &watched,
         &site.db_instance_id,
@@ -265,10 +270,14 @@ impl<'a, F> Watched<'a, F> {
         self.answered.load(std::sync::atomic::Ordering::SeqCst)
     }
 
+    fn mark_answered(&self) {
+        self.answered
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
     fn note<T>(&self, r: Result<T, AwsError>) -> Result<T, AwsError> {
         if r.as_ref().map_or_else(|e| !e.outcome_unknown(), |_| true) {
-            self.answered
-                .store(true, std::sync::atomic::Ordering::SeqCst);
+            self.mark_answered();
         }
         r
     }
@@ -467,6 +476,10 @@ async fn end_all_sessions<F: DbFencer>(
     let mut unanswered: Option<DateTime<Utc>> = None;
     // Did a describe show P `rebooting` since the reboot was accepted?
     let mut rebooting_seen = false;
+    // Was a reboot refused first (P `rebooting` or busy for a reason of its
+    // own)? Then a `rebooting` seen later may be a stale view of that one:
+    // only RDS's restart event after ours was accepted counts.
+    let mut refused_first = false;
     let requested = match restart.prior {
         Some(at) => at,
         None => loop {
@@ -495,9 +508,10 @@ async fn end_all_sessions<F: DbFencer>(
                     "a reboot whose answer was lost is under way: waiting for it"
                 );
                 record(at).await;
-                rebooting_seen = true;
+                rebooting_seen = !refused_first;
                 break at;
             }
+            refused_first = true;
             // A refused reboot (P still `modifying` from the group change)
             // is a failed mutating call in CloudTrail: asked again every
             // 500 ms, not at the pace of a read.
@@ -532,7 +546,7 @@ async fn end_all_sessions<F: DbFencer>(
                 "available, with no sign yet that the reboot took effect".to_owned()
             }
             Ok(Some(d)) => {
-                rebooting_seen |= d.status == "rebooting";
+                rebooting_seen |= d.status == "rebooting" && !refused_first;
                 d.status
             }
             Ok(None) => return Err(format!("{db} disappeared while rebooting")),
@@ -561,9 +575,11 @@ async fn restart_event<F: DbFencer>(
         return None;
     }
     *last_read = Some(std::time::Instant::now());
-    // A second's slack for the clocks of Lambda and RDS.
-    let since = requested - chrono::Duration::seconds(1);
-    match rds.restarted_since(db, since, budget).await {
+    // No slack before the request: an earlier restart (P rebooting for a
+    // reason of its own) must never pass for ours. RDS dates its event after
+    // the restart, seconds after `requested`; a Lambda clock ahead of RDS's
+    // only makes the fence wait longer.
+    match rds.restarted_since(db, requested, budget).await {
         Ok(Some(at)) => Some(format!(
             "RDS reported it restarted at {}",
             at.format("%H:%M:%S%.3f")

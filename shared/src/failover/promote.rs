@@ -388,11 +388,14 @@ pub async fn start<P: ReplicaPromoter, L: ReplicaLag>(
     }
     // An earlier attempt of this execution claimed the promotion: its call
     // may have reached RDS with the answer lost.
-    let claimed_before = current
+    let earlier_claim = current
         .transition
         .as_ref()
-        .filter(|t| t.execution == execution)
-        .is_some_and(|t| t.promote_claimed_at.is_some());
+        .filter(|t| t.execution == execution && t.promote_claimed_at.is_some());
+    let claimed_before = earlier_claim.is_some();
+    // The loss that claim recorded passed the gate then: a retry does not
+    // judge a fresher sample (it might refuse while S promotes on its own).
+    let recorded = earlier_claim.and_then(|t| t.rpo);
     // Claimed but the call never recorded: the call may have been accepted
     // with its answer lost. Read the world, never memory: a replica that is
     // already promoting means it was.
@@ -423,7 +426,9 @@ pub async fn start<P: ReplicaPromoter, L: ReplicaLag>(
     if let Err(reason) = promoter.ready(budget).await? {
         return Err(StepError::Precondition(reason));
     }
-    let sample = if state.input.mode == crate::execution::Mode::Switchover {
+    let sample = if let Some((seconds, at)) = recorded {
+        crate::adapters::cloudwatch::LagSample { seconds, at }
+    } else if state.input.mode == crate::execution::Mode::Switchover {
         // A planned switchover promotes only what caught up: its RPO is 0,
         // measured (S replayed P's final WAL position), when it was proven.
         let caught: Option<crate::execution::CatchUpResult> = state
@@ -460,7 +465,7 @@ pub async fn start<P: ReplicaPromoter, L: ReplicaLag>(
                 budget,
             )
             .await?;
-        let latest = latest.map(|l| loss_at_fence(l, &fence));
+        let latest = latest.map(|l| loss_at_fence(l, &fence, plan.fence.end_sessions));
         let asked = state
             .require::<crate::execution::Diagnosis>("diagnosis")
             .ok();
@@ -497,9 +502,7 @@ pub async fn start<P: ReplicaPromoter, L: ReplicaLag>(
     }
     let mut said = "promoting";
     if let Err(e) = promoter.promote(budget).await {
-        said = already_promoting(&e, claimed_before, promoter, budget)
-            .await
-            .ok_or(e)?;
+        said = already_promoting(e, claimed_before, promoter, budget).await?;
         info!(
             execution,
             epoch, said, "RDS refused a second promotion call"
@@ -514,40 +517,48 @@ pub async fn start<P: ReplicaPromoter, L: ReplicaLag>(
     Ok(promoting(rpo, at, called, said.into()))
 }
 
-/// RDS refused the promotion call (InvalidDBInstanceState): is an earlier
-/// call of this execution already promoting the replica? Yes when the
-/// describe shows it. Yes too when this execution had claimed the
-/// promotion before this attempt: describes can show the available replica
-/// for a while after an accepted call, and the state machine's status polls
-/// (`promotion_max_polls` × `promotion_poll_s`, minutes) wait for RDS to
-/// show it, or end in PromotionStuck. A replica the describe shows in
-/// another state (`backing-up`) was refused for that. Otherwise the
-/// refusal stands.
+/// RDS refused the promotion call `e`: is an earlier call of this
+/// execution already promoting the replica? Yes only when the describe
+/// shows it: a call is never recorded on inference. A refusal
+/// (InvalidDBInstanceState) after this run's own earlier claim may be that
+/// earlier call at work while describes still show the replica, or S busy
+/// (`backing-up`): it is returned as transient, so the state machine's
+/// retries (minutes) read S again. Otherwise the refusal stands.
 async fn already_promoting<P: ReplicaPromoter>(
-    e: &AwsError,
+    e: AwsError,
     claimed_before: bool,
     promoter: &P,
     budget: Duration,
-) -> Option<&'static str> {
+) -> Result<&'static str, StepError> {
     if e.code() != Some("InvalidDBInstanceState") {
-        return None;
+        return Err(e.into());
     }
     if promoter.started(budget).await.unwrap_or(false) {
-        return Some("promoting (RDS says an earlier call went through)");
+        return Ok("promoting (RDS says an earlier call went through)");
     }
-    // A replica that shows another state (`backing-up`) was refused for
-    // that, not because a call of ours is at work.
-    if !claimed_before
-        || promoter
-            .progress(budget)
-            .await
-            .is_ok_and(|p| p.status != "available")
-    {
-        return None;
+    match e {
+        AwsError::Call {
+            service,
+            op,
+            region,
+            code,
+            source,
+            ..
+        } if claimed_before => {
+            tracing::warn!(
+                "RDS refused a second promotion call and S does not show a promotion yet: retry"
+            );
+            Err(StepError::Aws(AwsError::Call {
+                service,
+                op,
+                region,
+                code,
+                transient: true,
+                source,
+            }))
+        }
+        e => Err(e.into()),
     }
-    Some(
-        "promoting (RDS refused a second call: an earlier call of this run went through; the status polls wait for RDS to show it)",
-    )
 }
 
 /// What S may lack of P, judged from a lag `sample`. For PostgreSQL,
@@ -557,13 +568,16 @@ async fn already_promoting<P: ReplicaPromoter>(
 /// `fenced_at` (its sessions ended, new ones refused): a sample taken after
 /// it counts only the commits before it, `lag - (sampled - fenced_at)`.
 /// The sample's time is its minute's start, so the result errs high. A
-/// sample from before the fence, or an unconfirmed fence, is taken as it
-/// is: P may have gone on committing.
+/// sample from before the fence, an unconfirmed fence, or a fence that
+/// left P's sessions open (`end_sessions` off: the group refuses only new
+/// connections) is taken as it is: P may have gone on committing.
 pub fn loss_at_fence(
     sample: crate::adapters::cloudwatch::LagSample,
     fence: &FenceResult,
+    end_sessions: bool,
 ) -> crate::adapters::cloudwatch::LagSample {
-    if fence.outcome != crate::execution::FenceOutcome::Confirmed
+    if !end_sessions
+        || fence.outcome != crate::execution::FenceOutcome::Confirmed
         || sample.seconds < 0.0
         || sample.at <= fence.fenced_at
     {
