@@ -64,23 +64,33 @@ fn failing_channel() -> Readiness {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn last_prints_the_stored_result_and_a_failing_one_exits_not_ready() {
-    let aws = aws();
+/// A report bucket of its own, with nothing in it yet.
+async fn empty_bucket() -> String {
     let bucket = unique("handover-reports");
-    report_bucket(&aws, TEST_REGION, &bucket).await;
-    let (code, _, err) = readiness(&["--last", "--bucket", &bucket]).await;
-    assert_eq!(code, 3, "nothing stored yet: {err}");
-    assert!(err.contains("no readiness result"), "{err}");
-    let r = failing_channel();
+    report_bucket(&aws(), TEST_REGION, &bucket).await;
+    bucket
+}
+
+/// Store `r` as the readiness function does.
+async fn keep(bucket: &str, r: &Readiness) {
     store(
-        &S3Reports::new(&aws, TEST_REGION).await,
-        &bucket,
-        &r,
+        &S3Reports::new(&aws(), TEST_REGION).await,
+        bucket,
+        r,
         "shop",
     )
     .await
     .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn last_prints_the_stored_result_and_a_failing_one_exits_not_ready() {
+    let bucket = empty_bucket().await;
+    let (code, _, err) = readiness(&["--last", "--bucket", &bucket]).await;
+    assert_eq!(code, 3, "nothing stored yet: {err}");
+    assert!(err.contains("no readiness result"), "{err}");
+    let r = failing_channel();
+    keep(&bucket, &r).await;
     let (code, out, err) = readiness(&["--last", "--bucket", &bucket]).await;
     assert_eq!(code, 5, "a failing check exits 5: {out}{err}");
     assert!(out.contains("FAIL slack.channel"), "{out}");
@@ -121,20 +131,11 @@ async fn last_refuses_flags_that_do_not_apply_and_needs_a_bucket() {
 /// pass exits 5 and says it is stale, and --json carries its age.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn last_refuses_to_vouch_for_a_stale_pass() {
-    let aws = aws();
-    let bucket = unique("handover-reports");
-    report_bucket(&aws, TEST_REGION, &bucket).await;
+    let bucket = empty_bucket().await;
     let mut r = failing_channel();
     r.checks.retain(|c| c.verdict == Verdict::Pass);
     r.at = Utc::now() - chrono::Duration::hours(3);
-    store(
-        &S3Reports::new(&aws, TEST_REGION).await,
-        &bucket,
-        &r,
-        "shop",
-    )
-    .await
-    .unwrap();
+    keep(&bucket, &r).await;
     let (code, out, err) = readiness(&["--last", "--bucket", &bucket]).await;
     assert_eq!(code, 5, "{out}{err}");
     assert!(out.contains("STALE: no evaluation for 180 min"), "{out}");

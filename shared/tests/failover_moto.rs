@@ -68,6 +68,16 @@ async fn run_with(plan: Plan, lag: Option<f64>) -> Run {
 }
 
 impl Run {
+    /// The transition the primary record holds now.
+    async fn transition(&self) -> handover::store::primary::Transition {
+        self.store
+            .primary()
+            .await
+            .unwrap()
+            .unwrap()
+            .transition
+            .expect("a transition in progress")
+    }
     async fn p_rds(&self) -> Rds {
         Rds::new(&self.aws, &self.plan.regions.primary.region).await
     }
@@ -363,14 +373,7 @@ async fn a_promotion_call_whose_answer_was_lost_is_recognised_on_retry_and_not_r
     );
     assert_eq!(retried.rpo_s, 5.0, "the RPO recorded with the claim");
     assert_eq!(r.promote_calls().await, 1, "never called twice");
-    let tr = r
-        .store
-        .primary()
-        .await
-        .unwrap()
-        .unwrap()
-        .transition
-        .unwrap();
+    let tr = r.transition().await;
     assert!(tr.promote_called_at.is_some(), "the call is recorded now");
 }
 
@@ -406,14 +409,7 @@ async fn a_lost_promotion_answer_with_a_stale_describe_still_ends_promoted() {
         refused.to_string().contains("InvalidDBInstanceState"),
         "{refused}"
     );
-    let tr = r
-        .store
-        .primary()
-        .await
-        .unwrap()
-        .unwrap()
-        .transition
-        .unwrap();
+    let tr = r.transition().await;
     assert!(
         tr.promote_called_at.is_none(),
         "no call recorded on inference"
@@ -1063,14 +1059,7 @@ async fn invalid_state_from_a_second_promotion_call_confirmed_by_rds_is_the_call
         .unwrap();
     assert_eq!(out.status, PromotionStatus::Promoting);
     assert_eq!(*p.promote_calls.lock().unwrap(), 1);
-    let tr = r
-        .store
-        .primary()
-        .await
-        .unwrap()
-        .unwrap()
-        .transition
-        .unwrap();
+    let tr = r.transition().await;
     assert!(tr.promote_called_at.is_some());
     // The same refusal with RDS showing no promotion is an error.
     let r = run(5.0).await;
@@ -1151,14 +1140,7 @@ async fn a_reboot_whose_answer_was_lost_is_waited_for_not_retried_until_the_dead
     let f = f.unwrap();
     assert_eq!(f.outcome, FenceOutcome::Confirmed, "{}", f.detail);
     assert!(f.detail.contains("open sessions ended"), "{}", f.detail);
-    let tr = r
-        .store
-        .primary()
-        .await
-        .unwrap()
-        .unwrap()
-        .transition
-        .unwrap();
+    let tr = r.transition().await;
     assert!(
         tr.fence_reboot_at.is_some(),
         "the accepted reboot is recorded"
@@ -1182,14 +1164,7 @@ async fn a_stale_available_after_the_reboot_is_not_taken_as_the_restart() {
         .unwrap();
     assert_eq!(f.outcome, FenceOutcome::Confirmed, "{}", f.detail);
     assert!(f.detail.contains("seen rebooting"), "{}", f.detail);
-    let tr = r
-        .store
-        .primary()
-        .await
-        .unwrap()
-        .unwrap()
-        .transition
-        .unwrap();
+    let tr = r.transition().await;
     let accepted = tr.fence_reboot_at.expect("the accepted reboot is recorded");
     let waited = (f.fenced_at - accepted).num_milliseconds();
     assert!(
@@ -1252,14 +1227,7 @@ async fn an_earlier_restart_of_p_never_passes_for_the_fences_own() {
         "{}",
         f.detail
     );
-    let tr = r
-        .store
-        .primary()
-        .await
-        .unwrap()
-        .unwrap()
-        .transition
-        .unwrap();
+    let tr = r.transition().await;
     let accepted = tr.fence_reboot_at.expect("the accepted reboot is recorded");
     let waited = (f.fenced_at - accepted).num_milliseconds();
     assert!(
