@@ -130,6 +130,9 @@ async fn release_refuses_a_live_run_and_compensates_an_ended_one() {
         .send()
         .await
         .unwrap();
+    // StopExecution returns before DescribeExecution says ABORTED.
+    let limit = std::time::Duration::from_secs(10);
+    handover_testkit::ended_execution(&aws, TEST_REGION, &live, limit).await;
     let (code, _, err) = run(&["release", "--yes"], Some(&plan), &store);
     assert_eq!(code, 3, "{err}");
     assert!(

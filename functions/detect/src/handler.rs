@@ -298,6 +298,9 @@ mod tests {
             .send()
             .await
             .unwrap();
+        // StopExecution returns before DescribeExecution says ABORTED.
+        let limit = std::time::Duration::from_secs(10);
+        handover_testkit::ended_execution(&w.aws, "ap-northeast-1", &execution_arn, limit).await;
         // Just closed: the audit may still be on its way (it releases the
         // lock with the cooldown): not stale yet.
         assert!(matches!(

@@ -189,21 +189,10 @@ async fn start(w: &World, definition: String) -> (String, String) {
 }
 
 async fn run(w: &World, fail: bool) -> String {
-    let sfn = w.deps.audit.aws.sfn(TEST_REGION).await;
     let (_, arn) = start(w, definition(w, fail)).await;
-    for _ in 0..100 {
-        let d = sfn
-            .describe_execution()
-            .execution_arn(&arn)
-            .send()
-            .await
-            .expect("describe");
-        if d.status().as_str() != "RUNNING" {
-            return arn;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    panic!("execution {arn} did not finish");
+    let limit = std::time::Duration::from_secs(10);
+    handover_testkit::ended_execution(&w.deps.audit.aws, TEST_REGION, &arn, limit).await;
+    arn
 }
 
 fn event(arn: &str, name: &str, status: &str) -> Value {
@@ -671,12 +660,11 @@ async fn a_stopped_runs_fence_is_undone_only_after_its_tasks_cannot_act() {
         .send()
         .await
         .unwrap();
-    let stopped = sfn
-        .describe_execution()
-        .execution_arn(&arn)
-        .send()
+    // StopExecution returns before the run is ABORTED (moto's worker stops
+    // it a moment later); the status event is only sent once it is.
+    let limit = std::time::Duration::from_secs(10);
+    let stopped = handover_testkit::ended_execution(&w.deps.audit.aws, TEST_REGION, &arn, limit)
         .await
-        .unwrap()
         .stop_date
         .map(|d| DateTime::<Utc>::from_timestamp_millis(d.to_millis().unwrap()).unwrap())
         .expect("a stopped run has a stop date");
