@@ -16,7 +16,7 @@ campaign: ## The fault campaign: seeded incidents under injected faults, invaria
 test: ## Everything: set-up, fmt, clippy, validators, unit + emulator tests
 	@scripts/test.sh
 
-bench: ## What is measured so far: the report bench and the click -> PromoteReadReplica time (README "Performance")
+bench: ## What is measured so far: the report bench and the click -> PromoteReadReplica time (docs/explanation/performance.md)
 	@scripts/bench.sh
 
 unit: ## Unit tests only (no emulator)
@@ -28,7 +28,7 @@ lint: venv ## fmt check, clippy -D warnings, ASL and template validation
 build: ## sam build: every function for Lambda (arm64, provided.al2023) into infra/.aws-sam/build
 	@scripts/build.sh
 
-deploy: build ## sam deploy of the built artifacts (guided the first time); see README "Running against AWS"
+deploy: build ## sam deploy of the built artifacts (guided the first time); see docs/how-to/deploy.md
 	cd infra && if [ -f samconfig.toml ]; then ../.venv/bin/sam deploy --template-file .aws-sam/build/template.yaml; \
 	  else ../.venv/bin/sam deploy --guided --template-file .aws-sam/build/template.yaml; fi
 

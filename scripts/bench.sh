@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make bench`: what is measured so far, on this machine (figures in the
-# README with the machine they were taken on).
+# page docs/explanation/performance.md, with the machine they were taken on).
 #
 # 1. The report: a synthetic 25,000-event execution history read, folded,
 #    built and rendered (shared/benches/report_history.rs; release profile,

@@ -5,7 +5,7 @@
 //! Commands:
 //! - `handover init [--table T] [--plan-parameter NAME | --plan-file PATH] [--region R]`:
 //!   write the primary record from RDS reality (part of deploying; see the
-//!   README walkthrough). The table and plan default to `TABLE_NAME` and
+//!   docs/how-to/deploy.md, step 8). The table and plan default to `TABLE_NAME` and
 //!   `PLAN_PARAMETER` / `PLAN_FILE`; the Region to `AWS_REGION` (the stack's, S).
 //!
 //! - `handover rpo [--execution ARN] [--p-host H] [--p-port N] [--s-host H] [--s-port N]

@@ -82,7 +82,7 @@ def free_port() -> int:
 
 # How long AWS takes where Handover's safety depends on it. Zero means moto's
 # instant answer; tests and drills set realistic (compressed) values through
-# ``POST /_handover/realism``. See the README, "The emulated world".
+# ``POST /_handover/realism``. See docs/explanation/emulated-world.md.
 REALISM_DEFAULTS = {
     # PromoteReadReplica: S stays `modifying`, then `rebooting`, and only then
     # becomes a standalone `available` instance without a replication source.

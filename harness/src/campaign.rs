@@ -440,7 +440,7 @@ pub struct Campaign {
 
 /// The compressed timings of AWS the campaign's world keeps: promotion
 /// `modifying` then `rebooting`, and the security-group `adding`/`removing`
-/// window (AWS: minutes and seconds; see the README, "The emulated world").
+/// window (AWS: minutes and seconds; see docs/explanation/emulated-world.md).
 pub const PROMOTE_MODIFYING_S: f64 = 1.0;
 /// See [`PROMOTE_MODIFYING_S`].
 pub const PROMOTE_REBOOTING_S: f64 = 1.0;

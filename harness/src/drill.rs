@@ -331,7 +331,7 @@ impl Drill {
         // plan's minimums.
         crate::stack::provision_capacity(&aws, &mut plan).await;
         provision_databases(&aws, &plan).await;
-        // RDS takes its time, as in AWS (compressed; README, "The emulated world").
+        // RDS takes its time, as in AWS (compressed; docs/explanation/emulated-world.md).
         crate::campaign::realistic_pair(&plan).await;
         // P's database is real, and P's app writes to it through one pooled
         // connection that stays open (a security group does not cut it); S's
