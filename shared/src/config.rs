@@ -50,6 +50,12 @@ pub enum ConfigError {
     Stack(#[from] crate::stack::Mismatch),
 }
 
+impl From<crate::stack::Unset> for ConfigError {
+    fn from(unset: crate::stack::Unset) -> Self {
+        ConfigError::Missing(unset.0)
+    }
+}
+
 impl Classify for ConfigError {
     fn error_name(&self) -> ErrorName {
         match self {

@@ -16,9 +16,13 @@
 //! A disagreement is one error naming the plan field, the stack parameter and
 //! both values.
 
-use crate::config::ConfigError;
 use crate::plan::{Canary, Plan, WriterEndpoint};
 use std::collections::BTreeSet;
+
+/// A `HANDOVER_*` variable of the template is not set.
+#[derive(Debug, thiserror::Error)]
+#[error("environment variable {0} is not set")]
+pub struct Unset(pub &'static str);
 
 /// One stack value and the plan field it must equal.
 #[derive(Debug, PartialEq, Eq)]
@@ -160,15 +164,15 @@ pub struct Mismatch {
 impl StackBinding {
     /// Every `HANDOVER_*` variable of the template must be present (an empty
     /// value means the stack grants none of it).
-    pub fn from_env() -> Result<Self, ConfigError> {
+    pub fn from_env() -> Result<Self, Unset> {
         Self::from_lookup(|name| std::env::var(name).ok())
     }
 
     /// From any lookup (tests).
-    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, Unset> {
         let mut values = Vec::with_capacity(FIELDS.len());
         for f in FIELDS {
-            let v = get(f.env).ok_or(ConfigError::Missing(f.env))?;
+            let v = get(f.env).ok_or(Unset(f.env))?;
             values.push((f, v.trim().to_owned()));
         }
         Ok(StackBinding { values })
