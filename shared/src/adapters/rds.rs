@@ -186,7 +186,7 @@ impl MaintenanceReader for Rds {
                     .iter()
                     .filter(|r| {
                         r.resource_identifier()
-                            .is_none_or(|arn| crate::failover::promote::names_instance(arn, id))
+                            .is_none_or(|arn| names_instance(arn, id))
                     })
                     .flat_map(|r| r.pending_maintenance_action_details())
                     .map(|a| PendingMaintenance {
@@ -228,4 +228,9 @@ impl DbInspector for Rds {
         })
         .await
     }
+}
+
+/// Is `source` (identifier or ARN) the instance `id`?
+pub fn names_instance(source: &str, id: &str) -> bool {
+    source == id || source.ends_with(&format!(":db:{id}"))
 }

@@ -6,7 +6,7 @@
 //! serves the state machine's Wait → status → Choice loop; it never sleeps.
 
 use super::{StepError, claimed, start_epoch};
-use crate::adapters::rds::{DbInspector, DbInstance, Rds};
+use crate::adapters::rds::{DbInspector, DbInstance, Rds, names_instance};
 use crate::adapters::{AwsError, ReplicaLag, bounded, call_error};
 use crate::execution::{
     ApprovalResult, ExecutionState, FenceResult, PromotionResult, PromotionStatus,
@@ -88,11 +88,6 @@ impl RdsReplica<'_> {
                 problem: format!("{} not found", self.replica_id),
             })
     }
-}
-
-/// Is `source` (identifier or ARN) the instance `id`?
-pub fn names_instance(source: &str, id: &str) -> bool {
-    source == id || source.ends_with(&format!(":db:{id}"))
 }
 
 impl ReplicaPromoter for RdsReplica<'_> {

@@ -425,8 +425,8 @@ pub fn evaluate_for(plan: &Plan, s: &Snapshot, own_run: Option<&str>) -> Readine
     };
     if let Some(d) = s_db {
         let source = d.replication_source.as_deref();
-        let replicates_p = source
-            .is_some_and(|src| crate::failover::promote::names_instance(src, &p.db_instance_id));
+        let replicates_p =
+            source.is_some_and(|src| crate::adapters::rds::names_instance(src, &p.db_instance_id));
         out.push(check(
             "rds.s_replica_of_p",
             if replicates_p { Verdict::Pass } else { Verdict::Fail },
