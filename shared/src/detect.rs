@@ -298,7 +298,7 @@ pub struct Detector<'a, E, H, A, S> {
     /// The stack's name: the `Stack` dimension of the heartbeat metrics.
     pub stack: &'a str,
     /// Observes the public name on failing ticks (None: not observed).
-    pub public: Option<&'a crate::public::PublicName<'a, crate::failover::switch::Route53Control>>,
+    pub public: Option<&'a crate::public::PublicName<'a, crate::adapters::traffic::Route53Control>>,
 }
 
 /// How long after an execution closed detect waits for its audit before

@@ -9,7 +9,7 @@
 //! to S minutes earlier (the reference drill: reads at T+5:29, the
 //! promotion at T+8:34).
 
-use crate::failover::verify::DnsAnswers;
+use crate::adapters::traffic::DnsAnswers;
 use crate::plan::Plan;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};

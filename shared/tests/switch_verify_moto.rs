@@ -2,10 +2,11 @@
 //! (the app, an ARC cluster), and a real PostgreSQL for the write canary.
 
 use chrono::Utc;
+use handover::adapters::traffic::{ArcClusters, Route53Control, Ssm};
 use handover::aws::Aws;
 use handover::error::{Classify, ErrorName};
 use handover::failover::canary::SecretsManager;
-use handover::failover::switch::{ArcClusters, Route53Control, Ssm, SwitchDeps, switch};
+use handover::failover::switch::{SwitchDeps, switch};
 use handover::failover::verify::{Backoff, VerifyDeps, verify};
 use handover::plan::{ArcEndpoint, Canary, Plan, SwitchMode, WriterEndpoint};
 use handover::store::Store;
@@ -440,7 +441,7 @@ async fn verify_plan(aws: &Aws, database: &str) -> (Plan, App) {
 }
 
 async fn move_writer_to_s(aws: &Aws, plan: &Plan) {
-    use handover::failover::switch::RecordSets;
+    use handover::adapters::traffic::RecordSets;
     let WriterEndpoint::Cname {
         hosted_zone_id,
         name,
@@ -472,7 +473,7 @@ async fn run_verify(
     let http = reqwest::Client::new();
     let rds = handover::adapters::Rds::new(aws, &plan.regions.standby.region).await;
     let ssm = Ssm::new(aws, &plan.regions.standby.region).await;
-    let writer = handover::failover::verify::WriterLookup {
+    let writer = handover::adapters::traffic::WriterLookup {
         records: &control,
         params: &ssm,
     };
@@ -538,7 +539,7 @@ async fn verify_against_a_read_only_database_retries_then_fails_at_the_deadline(
 /// is its own check.
 #[tokio::test]
 async fn verify_fails_when_the_writer_endpoint_still_names_p() {
-    use handover::failover::switch::RecordSets;
+    use handover::adapters::traffic::RecordSets;
     let aws = aws();
     let (plan, _app) = verify_plan(&aws, "handover").await;
     let WriterEndpoint::Cname {

@@ -19,7 +19,7 @@ pub struct Deps {
     drill: bool,
     stack: String,
     clock: Box<dyn handover::clock::Clock + Send + Sync>,
-    control: handover::failover::switch::Route53Control,
+    control: handover::adapters::traffic::Route53Control,
     http: reqwest::Client,
 }
 
@@ -57,7 +57,7 @@ impl Deps {
             sfn: Sfn::new(&aws, &region, &required("STATE_MACHINE_ARN")?).await,
             stack: required("HANDOVER_STACK_NAME")?,
             clock: Box::new(handover::clock::SystemClock),
-            control: handover::failover::switch::Route53Control::new(&aws).await,
+            control: handover::adapters::traffic::Route53Control::new(&aws).await,
             http: public_http()?,
             plan,
             drill,
@@ -151,7 +151,7 @@ mod tests {
             drill: true,
             stack: "handover-test".into(),
             clock: Box::new(handover::clock::SystemClock),
-            control: handover::failover::switch::Route53Control::new(&aws).await,
+            control: handover::adapters::traffic::Route53Control::new(&aws).await,
             http: public_http().unwrap(),
         };
         World {

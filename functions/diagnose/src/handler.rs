@@ -54,7 +54,7 @@ pub async fn handler(event: serde_json::Value, deps: &Deps) -> Result<Diagnosis,
     let recheck = state.steps.contains_key("diagnosis");
     // How users meet the public name now, beside the diagnosis (the
     // report's read RTO is the first 200 from S among these observations).
-    let control = handover::failover::switch::Route53Control::new(&deps.aws).await;
+    let control = handover::adapters::traffic::Route53Control::new(&deps.aws).await;
     let public = handover::public::PublicName {
         dns: &control,
         http: &deps.http,

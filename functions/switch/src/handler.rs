@@ -1,10 +1,11 @@
 //! Parse the task payload, move traffic and writers to S.
 
 use chrono::Utc;
+use handover::adapters::traffic::{ArcClusters, Route53Control, Ssm};
 use handover::aws::Aws;
 use handover::error::FunctionError;
 use handover::execution::{SwitchResult, TaskInput};
-use handover::failover::switch::{ArcClusters, Route53Control, Ssm, SwitchDeps, switch};
+use handover::failover::switch::{SwitchDeps, switch};
 
 /// Built once per container.
 pub struct Deps {

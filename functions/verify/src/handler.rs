@@ -1,12 +1,12 @@
 //! Parse the task payload, run the three checks until the plan's deadline.
 
+use handover::adapters::traffic::{Route53Control, Ssm, WriterLookup};
 use handover::adapters::{DbInspector, Rds};
 use handover::aws::Aws;
 use handover::error::{ErrorName, FunctionError};
 use handover::execution::{CatchUpResult, Check, TaskInput, VerifyResult};
 use handover::failover::canary::SecretsManager;
 use handover::failover::catch_up::{self, CanaryWal};
-use handover::failover::switch::Route53Control;
 use handover::failover::verify::{Backoff, VerifyDeps, first_write, verify};
 
 /// Built once per container.
@@ -88,8 +88,8 @@ pub async fn handler(event: serde_json::Value, deps: &Deps) -> Result<Verified, 
             first_write(&task.state, &rds, &secrets, &deps.http, Backoff::default()).await,
         ));
     }
-    let ssm = handover::failover::switch::Ssm::new(&deps.aws, standby).await;
-    let writer = handover::failover::verify::WriterLookup {
+    let ssm = Ssm::new(&deps.aws, standby).await;
+    let writer = WriterLookup {
         records: &deps.control,
         params: &ssm,
     };

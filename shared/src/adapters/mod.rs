@@ -23,6 +23,7 @@ pub mod rds;
 pub mod route53;
 pub mod sfn;
 pub mod sns;
+pub mod traffic;
 
 pub use bedrock::{Ask, Bedrock, TextModel};
 pub use cloudwatch::{Alarms, CloudWatch, LagSample, ReplicaLag};

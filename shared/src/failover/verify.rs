@@ -7,79 +7,11 @@
 
 use super::StepError;
 use super::canary::{Secrets, write_once};
-use crate::adapters::{AwsError, call_error};
+use crate::adapters::traffic::{DnsAnswers, WriterEndpointLookup};
 use crate::execution::{Check, ExecutionState, VerifyResult};
 use chrono::{DateTime, Utc};
 use std::time::Duration;
-use tracing::{info, instrument, warn};
-
-/// Ask Route 53 what a name resolves to (route53:TestDNSAnswer).
-pub trait DnsAnswers {
-    /// The record data Route 53 answers with.
-    fn answer(
-        &self,
-        zone: &str,
-        name: &str,
-        rtype: &str,
-    ) -> impl std::future::Future<Output = Result<Vec<String>, AwsError>> + Send;
-
-    /// The record sets named `name` in `zone` (route53:ListResourceRecordSets):
-    /// (set identifier, TTL; None for an alias, which has its target's).
-    /// TestDNSAnswer carries no TTL; this is how long a client may keep an
-    /// answer after Route 53 changed it.
-    fn record_ttls(
-        &self,
-        zone: &str,
-        name: &str,
-    ) -> impl std::future::Future<Output = Result<Vec<(String, Option<i64>)>, AwsError>> + Send;
-}
-
-impl DnsAnswers for super::switch::Route53Control {
-    #[instrument(skip(self))]
-    async fn record_ttls(
-        &self,
-        zone: &str,
-        name: &str,
-    ) -> Result<Vec<(String, Option<i64>)>, AwsError> {
-        let out = self
-            .client()
-            .list_resource_record_sets()
-            .hosted_zone_id(zone)
-            .start_record_name(name)
-            .max_items(10)
-            .send()
-            .await
-            .map_err(|e| call_error("route53", "ListResourceRecordSets", "us-east-1", e))?;
-        let want = name.trim_end_matches('.');
-        Ok(out
-            .resource_record_sets()
-            .iter()
-            .filter(|r| r.name().trim_end_matches('.').eq_ignore_ascii_case(want))
-            .map(|r| {
-                (
-                    r.set_identifier()
-                        .unwrap_or("(no set identifier)")
-                        .to_owned(),
-                    r.ttl(),
-                )
-            })
-            .collect())
-    }
-
-    #[instrument(skip(self))]
-    async fn answer(&self, zone: &str, name: &str, rtype: &str) -> Result<Vec<String>, AwsError> {
-        let out = self
-            .client()
-            .test_dns_answer()
-            .hosted_zone_id(zone)
-            .record_name(name)
-            .record_type(rtype.into())
-            .send()
-            .await
-            .map_err(|e| call_error("route53", "TestDNSAnswer", "us-east-1", e))?;
-        Ok(out.record_data().to_vec())
-    }
-}
+use tracing::{info, warn};
 
 /// Retry timing.
 #[derive(Debug, Clone, Copy)]
@@ -140,41 +72,6 @@ where
         }
         tokio::time::sleep(wait).await;
         wait = (wait * 2).min(backoff.max);
-    }
-}
-
-/// Where the writer endpoint points now.
-pub trait WriterEndpointLookup {
-    /// The private CNAME's value or the SSM parameter's (None: absent).
-    fn current(
-        &self,
-        writer: &crate::plan::WriterEndpoint,
-    ) -> impl std::future::Future<Output = Result<Option<String>, AwsError>> + Send;
-}
-
-/// The writer endpoint read where switch writes it (route53:ListResourceRecordSets
-/// on the writer zone, or ssm:GetParameter in S).
-pub struct WriterLookup<'a> {
-    /// The writer zone's records.
-    pub records: &'a super::switch::Route53Control,
-    /// S's SSM parameters.
-    pub params: &'a super::switch::Ssm,
-}
-
-impl WriterEndpointLookup for WriterLookup<'_> {
-    async fn current(
-        &self,
-        writer: &crate::plan::WriterEndpoint,
-    ) -> Result<Option<String>, AwsError> {
-        use super::switch::{Parameters, RecordSets};
-        match writer {
-            crate::plan::WriterEndpoint::Cname {
-                hosted_zone_id,
-                name,
-                ..
-            } => self.records.value(hosted_zone_id, name, "CNAME").await,
-            crate::plan::WriterEndpoint::SsmParameter { name, .. } => self.params.get(name).await,
-        }
     }
 }
 

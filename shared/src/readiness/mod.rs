@@ -20,12 +20,12 @@
 //! minimums. Both read through SDK clients only the readiness function, the
 //! CLI and the harness build (features `iam` and `capacity`).
 
+use crate::adapters::traffic::DnsAnswers;
 use crate::adapters::{
     AwsError, DbInspector, DbInstance, LagSample, MaintenanceReader, PendingMaintenance, ReplicaLag,
 };
 use crate::aws::GLOBAL_METRICS_REGION;
 use crate::failover::canary::{Secrets, probe_read_only};
-use crate::failover::verify::DnsAnswers;
 use crate::plan::{Canary, Dependency, Plan};
 use crate::report::dependencies::{mention, mentions, p_markers};
 use crate::report::sources::{ParameterReader, SecretUsernames};
@@ -1347,7 +1347,7 @@ pub async fn evaluate_now<W: SlackReads + Sync>(
     let s_rds = crate::adapters::Rds::new(aws, &s.region).await;
     let lag = crate::adapters::CloudWatch::new(aws, &s.region).await;
     let dns = crate::adapters::Route53::new(aws).await;
-    let records = crate::failover::switch::Route53Control::new(aws).await;
+    let records = crate::adapters::traffic::Route53Control::new(aws).await;
     let parameters = crate::report::sources::SsmParameters::new(aws, &s.region).await;
     let secrets = crate::failover::canary::SecretsManager::new(aws, &s.region).await;
     let usernames = crate::report::sources::SecretsManagerUsernames::new(aws, &s.region);
