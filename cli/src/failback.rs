@@ -372,9 +372,7 @@ fn describe_reprotection(r: &Reprotection, target: &Site) -> String {
         .map(|s| {
             format!(
                 " in {} s",
-                handover::report::numbers::fmt_num(
-                    (r.ready_at - s).num_milliseconds() as f64 / 1000.0
-                )
+                handover::units::fmt_num((r.ready_at - s).num_milliseconds() as f64 / 1000.0)
             )
         })
         .unwrap_or_else(|| " (it existed already)".into());
@@ -383,7 +381,7 @@ fn describe_reprotection(r: &Reprotection, target: &Site) -> String {
         r.replica_id,
         target.region,
         r.lag_s
-            .map(|l| format!("{} s", handover::report::numbers::fmt_num(l)))
+            .map(|l| format!("{} s", handover::units::fmt_num(l)))
             .unwrap_or_else(|| "unknown".into()),
         r.retired_id
             .as_deref()

@@ -233,7 +233,7 @@ pub async fn rpo(ctx: Context, flags: &BTreeMap<&'static str, String>) -> Result
     let estimate = if promotion.rpo_s < 0.0 {
         "unknown (accepted by the approver)".to_owned()
     } else {
-        format!("{} s", handover::report::numbers::fmt_num(promotion.rpo_s))
+        format!("{} s", handover::units::fmt_num(promotion.rpo_s))
     };
     let deps = AuditDeps {
         aws: Arc::new(ctx.aws),

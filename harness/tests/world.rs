@@ -549,7 +549,7 @@ async fn the_measured_rpo_is_the_span_of_the_writes_s_never_got() {
     assert!(m.s_newest_at.is_some_and(|t| t < promote_call));
     assert!(m.describe().starts_with(&format!(
         "{} s ({} transactions) on orders.at",
-        handover::report::numbers::fmt_num((m.span_s * 10.0).round() / 10.0),
+        handover::units::fmt_num((m.span_s * 10.0).round() / 10.0),
         m.lost_rows
     )));
 }

@@ -3,10 +3,11 @@
 
 use chrono::{Duration, Utc};
 use handover::adapters::Rds;
+use handover::adapters::{SecretsManagerUsernames, SsmParameters};
 use handover::aws::Aws;
 use handover::plan::{Dependency, Plan};
 use handover::report::postcheck::{PostChecks, evaluate};
-use handover::report::sources::{CheckSources, SecretsManagerUsernames, SsmParameters, observe};
+use handover::report::sources::{CheckSources, observe};
 use handover::report::{RunContext, Severity};
 use handover_testkit::world::{create_instance, provision_databases, unique_plan};
 use handover_testkit::{aws, unique};

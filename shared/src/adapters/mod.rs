@@ -13,9 +13,12 @@
 //! | [`TextModel`] | bedrock:InvokeModel (the Converse API) |
 //! | [`EndpointProbe`] | none (HTTPS from the function) |
 //! | [`BusPublisher`] | events:PutEvents (feature `events`) |
+//! | [`ParameterReader`] | ssm:GetParameter |
+//! | [`SecretUsernames`] | secretsmanager:GetSecretValue (only the username is kept) |
 
 pub mod bedrock;
 pub mod cloudwatch;
+pub mod config;
 pub mod elbv2;
 pub mod events;
 pub mod http;
@@ -27,6 +30,7 @@ pub mod traffic;
 
 pub use bedrock::{Ask, Bedrock, TextModel};
 pub use cloudwatch::{Alarms, CloudWatch, LagSample, ReplicaLag};
+pub use config::{ParameterReader, SecretUsernames, SecretsManagerUsernames, SsmParameters};
 pub use elbv2::{Elbv2, TargetCounts, TargetHealth};
 pub use events::BusPublisher;
 #[cfg(feature = "events")]

@@ -60,7 +60,7 @@ impl MeasuredRpo {
     pub fn describe(&self) -> String {
         format!(
             "{} s ({} transaction{}) on {}.{}",
-            crate::report::numbers::fmt_num((self.span_s * 10.0).round() / 10.0),
+            crate::units::fmt_num((self.span_s * 10.0).round() / 10.0),
             self.lost_rows,
             if self.lost_rows == 1 { "" } else { "s" },
             self.table,

@@ -24,11 +24,11 @@ use crate::adapters::traffic::DnsAnswers;
 use crate::adapters::{
     AwsError, DbInspector, DbInstance, LagSample, MaintenanceReader, PendingMaintenance, ReplicaLag,
 };
+use crate::adapters::{ParameterReader, SecretUsernames};
 use crate::aws::GLOBAL_METRICS_REGION;
+use crate::dependencies::{mention, mentions, p_markers};
 use crate::failover::canary::{Secrets, probe_read_only};
 use crate::plan::{Canary, Dependency, Plan};
-use crate::report::dependencies::{mention, mentions, p_markers};
-use crate::report::sources::{ParameterReader, SecretUsernames};
 use crate::store::lock::LockState;
 use crate::store::primary::PrimaryRecord;
 use chrono::{DateTime, Utc};
@@ -1348,9 +1348,9 @@ pub async fn evaluate_now<W: SlackReads + Sync>(
     let lag = crate::adapters::CloudWatch::new(aws, &s.region).await;
     let dns = crate::adapters::Route53::new(aws).await;
     let records = crate::adapters::traffic::Route53Control::new(aws).await;
-    let parameters = crate::report::sources::SsmParameters::new(aws, &s.region).await;
+    let parameters = crate::adapters::SsmParameters::new(aws, &s.region).await;
     let secrets = crate::failover::canary::SecretsManager::new(aws, &s.region).await;
-    let usernames = crate::report::sources::SecretsManagerUsernames::new(aws, &s.region);
+    let usernames = crate::adapters::SecretsManagerUsernames::new(aws, &s.region);
     let fence = Ec2Groups::new(aws, &p.region).await;
     let capacity = capacity::SdkCapacity::new(aws, &s.region).await;
     let simulator = iam::IamSimulator::new(aws).await;
@@ -1425,9 +1425,8 @@ where
         }
         Canary::Http { .. } => None,
     };
-    let parameters = crate::report::sources::dependency_parameters(plan, src.parameters).await;
-    let secret_usernames =
-        crate::report::sources::standby_secret_usernames(plan, src.usernames).await;
+    let parameters = crate::dependencies::dependency_parameters(plan, src.parameters).await;
+    let secret_usernames = crate::dependencies::standby_secret_usernames(plan, src.usernames).await;
     let (primary, lock, fence_group, slack, capacity, iam) = tokio::join!(
         src.store.primary(),
         src.store.lock_state(),

@@ -1,7 +1,7 @@
 //! Each check on the drift it catches, and the healthy world passing.
 
 use super::*;
-use crate::report::sources::standby_db_secrets;
+use crate::dependencies::standby_db_secrets;
 use crate::store::primary::{Phase, Transition};
 use chrono::TimeZone;
 

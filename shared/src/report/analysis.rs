@@ -1,8 +1,9 @@
 //! Trigger vs root cause, and the action items.
 
 use super::model::*;
-use super::numbers::{clock, fmt_num};
+use super::numbers::clock;
 use crate::execution::{Diagnosis, ExecutionInput};
+use crate::units::fmt_num;
 use serde_json::Value;
 
 pub(crate) fn trigger_analysis(

@@ -12,11 +12,11 @@ use super::output::{emf_lines, files};
 use super::postcheck::{RunContext, evaluate};
 use super::render;
 use super::sources::{
-    CheckSources, ExecutionHistory, PAGE_SIZE, ReportReader, ReportStore, S3Reports,
-    SecretsManagerUsernames, SsmParameters, fold_history, observe,
+    CheckSources, ExecutionHistory, PAGE_SIZE, ReportReader, ReportStore, S3Reports, fold_history,
+    observe,
 };
 use super::{ReportError, numbers};
-use crate::adapters::{AwsError, Rds};
+use crate::adapters::{AwsError, Rds, SecretsManagerUsernames, SsmParameters};
 use crate::aws::Aws;
 use crate::error::{Classify, ErrorName};
 use crate::slack::api::SlackApi;

@@ -2,44 +2,11 @@
 //! SSM parameters that mention P, alarms outside us-east-1, DB secrets whose
 //! username differs from S's master user.
 
-use super::model::{Finding, Severity};
-use super::postcheck::{Observed, finding};
+use super::model::{Finding, Severity, finding};
+use super::observed::Observed;
 use crate::aws::GLOBAL_METRICS_REGION;
+use crate::dependencies::{mention, mentions, p_markers};
 use crate::plan::{Dependency, Plan};
-
-/// Strings that show a dependency on P: its Region code, ECR registry host and endpoint host.
-pub fn p_markers(plan: &Plan) -> Vec<String> {
-    let p = &plan.regions.primary;
-    let mut out = vec![
-        p.region.clone(),
-        format!("dkr.ecr.{}.amazonaws.com", p.region),
-    ];
-    if let Some(host) = p
-        .endpoint
-        .split("://")
-        .nth(1)
-        .and_then(|r| r.split(['/', ':']).next())
-        && !host.is_empty()
-    {
-        out.push(host.to_owned());
-    }
-    out
-}
-
-/// The first of `markers` that `value` contains.
-pub(crate) fn mentions<'a>(value: &str, markers: &'a [String]) -> Option<&'a str> {
-    markers
-        .iter()
-        .find(|m| value.contains(m.as_str()))
-        .map(String::as_str)
-}
-
-/// What is said of a value that names P: the marker it contains, never
-/// the value. An SSM parameter is read with decryption and may hold a
-/// credential (`postgres://app:pw@….rds.amazonaws.com/…`).
-pub(crate) fn mention(marker: &str) -> String {
-    format!("its value mentions {marker:?} (the value itself is not shown)")
-}
 
 pub(crate) fn dependencies(plan: &Plan, seen: &Observed) -> Vec<Finding> {
     const C: &str = "dependency";

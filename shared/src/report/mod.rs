@@ -27,6 +27,7 @@ pub mod history;
 pub mod milestones;
 pub mod model;
 pub mod numbers;
+pub mod observed;
 pub mod output;
 pub mod postcheck;
 pub mod reaudit;

@@ -376,3 +376,20 @@ pub struct ActionItem {
     /// `target:<key>` or `finding:<check>`.
     pub source: String,
 }
+
+/// A finding of `check`, with its evidence and what to do.
+pub(crate) fn finding(
+    check: &str,
+    severity: Severity,
+    title: impl Into<String>,
+    evidence: Vec<String>,
+    action: Option<&str>,
+) -> Finding {
+    Finding {
+        check: check.into(),
+        severity,
+        title: title.into(),
+        evidence,
+        action: action.map(str::to_owned),
+    }
+}

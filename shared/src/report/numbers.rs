@@ -10,6 +10,7 @@ use crate::execution::{
     PromotionStatus, SwitchResult, VerifyResult,
 };
 use crate::public::PublicObservation;
+use crate::units::fmt_num;
 use chrono::{DateTime, Utc};
 
 /// The step outputs, typed (each `None` when the step did not run or its output was unreadable).
@@ -440,15 +441,6 @@ pub fn numbers(b: &Basis<'_>) -> Numbers {
         write_rto,
         conservative_rto,
         rpo,
-    }
-}
-
-/// `126` or `126.4`.
-pub fn fmt_num(v: f64) -> String {
-    if v.fract() == 0.0 {
-        format!("{v:.0}")
-    } else {
-        format!("{v:.1}")
     }
 }
 

@@ -567,7 +567,7 @@ fn a_measured_rpo_is_the_value_and_the_estimate_stays_next_to_it() {
     assert_eq!((rpo.value_s, rpo.status), (Some(12.4), Status::Pass));
     let head = format!(
         "RPO measured: 12.4 s (124 transactions) on orders.created_at, estimate was {} s.",
-        super::numbers::fmt_num(estimate)
+        crate::units::fmt_num(estimate)
     );
     assert!(rpo.how.starts_with(&head), "{}", rpo.how);
     // The estimate's own words stay: what it sampled and its bound.

@@ -16,8 +16,9 @@ pub use svg::svg_timeline;
 
 use super::facts::seconds;
 use super::model::{Report, Status};
-use super::numbers::{clock, fmt_num};
+use super::numbers::clock;
 use crate::slack::message::escape as escape_slack;
+use crate::units::fmt_num;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
@@ -125,7 +126,6 @@ pub(crate) fn status_mark(s: Status) -> &'static str {
 
 /// A failback's re-protection and data check, one line each (Markdown and HTML).
 pub fn failback_lines(fb: &crate::report::model::FailbackSummary) -> Vec<String> {
-    use crate::report::numbers::fmt_num;
     let r = &fb.reprotect;
     let mut out = vec![
         format!(

@@ -7,27 +7,25 @@
 //! | [`ReportStore`] | s3:PutObject |
 //! | [`ReportReader`] | s3:GetObject |
 //! | [`BackupHistory`] | rds:DescribeEvents, rds:DescribeDBSnapshots |
-//! | [`ParameterReader`] | ssm:GetParameter |
-//! | [`SecretUsernames`] | secretsmanager:GetSecretValue (only the username is kept) |
 //!
 //! P's and S's instances are described with [`crate::adapters::DbInspector`]
-//! (rds:DescribeDBInstances).
-mod config;
+//! (rds:DescribeDBInstances). SSM parameters and secret usernames are read
+//! through [`crate::adapters::config`].
 mod history;
 mod rds;
 mod s3;
 
-pub use config::{ParameterReader, SecretUsernames, SecretsManagerUsernames, SsmParameters};
 pub use history::{
     ExecutionHistory, ExecutionLookup, HistoryPage, PAGE_SIZE, SfnHistory, fold_history, from_sdk,
 };
 pub use rds::BackupHistory;
 pub use s3::{ReportReader, ReportStore, S3Reports};
 
-use super::postcheck::{Observed, RunContext};
-use crate::adapters::AwsError;
+use super::observed::{Observed, RunContext};
 use crate::adapters::rds::DbInspector;
-use crate::plan::{Canary, Dependency, Plan};
+use crate::adapters::{AwsError, ParameterReader, SecretUsernames};
+use crate::dependencies::{dependency_parameters, standby_secret_usernames};
+use crate::plan::Plan;
 use chrono::{DateTime, Utc};
 use std::time::Duration;
 
@@ -41,51 +39,6 @@ pub struct CheckSources<'a, D, B, P, S> {
     pub parameters: &'a P,
     /// Secrets.
     pub secrets: &'a S,
-}
-
-/// DB secrets for S named in the plan (S's own, the canary's), deduplicated.
-pub fn standby_db_secrets(plan: &Plan) -> Vec<String> {
-    let mut out: Vec<String> = plan.regions.standby.db_secret_arn.iter().cloned().collect();
-    if let Canary::Postgres { secret_arn, .. } = &plan.canary
-        && !out.contains(secret_arn)
-    {
-        out.push(secret_arn.clone());
-    }
-    out
-}
-
-/// The plan's declared SSM parameters in S, each with its value (errors as text).
-pub async fn dependency_parameters<P: ParameterReader>(
-    plan: &Plan,
-    reader: &P,
-) -> Vec<(String, Result<Option<String>, String>)> {
-    let mut out = Vec::new();
-    for dep in &plan.dependencies {
-        if let Dependency::SsmParameter { name } = dep {
-            let value = reader
-                .parameter(name)
-                .await
-                .map_err(|e| crate::error::chain(&e));
-            out.push((name.clone(), value));
-        }
-    }
-    out
-}
-
-/// Each DB secret for S with the username it names (errors as text).
-pub async fn standby_secret_usernames<S: SecretUsernames>(
-    plan: &Plan,
-    reader: &S,
-) -> Vec<(String, Result<Option<String>, String>)> {
-    let mut out = Vec::new();
-    for arn in standby_db_secrets(plan) {
-        let user = reader
-            .username(&arn)
-            .await
-            .map_err(|e| crate::error::chain(&e));
-        out.push((arn, user));
-    }
-    out
 }
 
 /// Observe everything the post-checks need. Errors are kept as text.

@@ -1,7 +1,7 @@
 //! Backups of the new primary (rds:DescribeEvents, rds:DescribeDBSnapshots).
 
 use crate::adapters::{AwsError, Rds, call_error};
-use crate::report::postcheck::BackupSeen;
+use crate::report::observed::BackupSeen;
 use chrono::{DateTime, Utc};
 use tracing::instrument;
 
