@@ -12,9 +12,12 @@
 //! there.
 
 use crate::app::App;
-use crate::drill::{Guard, collect_buttons, say};
-use crate::lambdas::{Lambdas, definition, workspace_root};
-use crate::world::{provision_databases, provision_dns, put_db_secret, put_replica_lag};
+use crate::blocks::collect_buttons;
+use crate::lambdas::{Lambdas, definition};
+use crate::process::{Guard, say, workspace_root};
+use crate::world::{
+    provision_databases, provision_dns, put_db_secret, put_replica_lag, realistic_pair,
+};
 use anyhow::{Context, Result, anyhow};
 use chrono::Utc;
 use handover::adapters::rds::{DbInspector, Rds};
@@ -436,28 +439,6 @@ pub struct Campaign {
     broken_at: Option<Instant>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     seen_executions: std::collections::BTreeSet<String>,
-}
-
-/// The compressed timings of AWS the campaign's world keeps: promotion
-/// `modifying` then `rebooting`, and the security-group `adding`/`removing`
-/// window (AWS: minutes and seconds; see docs/explanation/emulated-world.md).
-pub const PROMOTE_MODIFYING_S: f64 = 1.0;
-/// See [`PROMOTE_MODIFYING_S`].
-pub const PROMOTE_REBOOTING_S: f64 = 1.0;
-/// See [`PROMOTE_MODIFYING_S`].
-pub const SG_PENDING_S: f64 = 0.5;
-/// See [`PROMOTE_MODIFYING_S`]: a reboot's `rebooting`, the engine stopping as it begins.
-pub const REBOOT_S: f64 = 1.0;
-
-/// Give the plan's two instances these timings (the drill's and the campaign's world).
-pub async fn realistic_pair(plan: &Plan) {
-    for id in [
-        &plan.regions.primary.db_instance_id,
-        &plan.regions.standby.db_instance_id,
-    ] {
-        crate::realistic_rds(id, PROMOTE_MODIFYING_S, PROMOTE_REBOOTING_S, SG_PENDING_S).await;
-        crate::realistic_reboot(id, REBOOT_S).await;
-    }
 }
 
 impl Campaign {

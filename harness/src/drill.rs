@@ -1,7 +1,9 @@
 //! The drill: a whole failover on a local world, end to end. See `bin/drill.rs`.
 
 use crate::app::{App, HANG};
-use crate::lambdas::{Lambdas, definition, workspace_root};
+use crate::blocks::collect_buttons;
+use crate::lambdas::{Lambdas, definition};
+use crate::process::{Guard, say, workspace_root};
 use crate::world::{
     deregister_all_targets, provision_databases, provision_dns, provision_target_group,
     put_db_secret,
@@ -16,7 +18,7 @@ use handover::store::Store;
 use serde_json::{Value, json};
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod roundtrip;
@@ -107,72 +109,6 @@ const ROUTE53_DETECTION: Duration = Duration::from_secs(3);
 const BOT_TOKEN: &str = "xoxb-drill-bot-token-5a6b7c8d";
 const REGION: &str = "ap-northeast-1";
 
-/// A child process killed when dropped (on failure and on Ctrl-C too).
-pub struct Guard(pub Child);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// The drill's PostgreSQL, stopped when dropped.
-pub struct Postgres(PathBuf);
-
-impl Postgres {
-    /// Start a private PostgreSQL under `dir` (scripts/postgres.sh): its
-    /// guard, port and the `handover` user's password.
-    pub fn start(dir: PathBuf) -> Result<(Postgres, u16, String)> {
-        Self::start_named(dir, None)
-    }
-
-    /// [`Postgres::start`], its certificate naming `tls_name` (an RDS
-    /// endpoint pattern) instead of S's Region's endpoints.
-    pub fn start_named(dir: PathBuf, tls_name: Option<&str>) -> Result<(Postgres, u16, String)> {
-        let mut script = Command::new(workspace_root().join("scripts/postgres.sh"));
-        if let Some(name) = tls_name {
-            script.env("PG_TLS_NAME", name);
-        }
-        let port = script
-            .arg("start")
-            .arg(&dir)
-            .output()
-            .context("scripts/postgres.sh")?;
-        let pg = Postgres(dir);
-        if !port.status.success() {
-            bail!(
-                "PostgreSQL did not start: {}",
-                String::from_utf8_lossy(&port.stderr)
-            );
-        }
-        let pg_port: u16 = String::from_utf8_lossy(&port.stdout).trim().parse()?;
-        let password = std::fs::read_to_string(pg.0.join("password"))?
-            .trim()
-            .to_owned();
-        Ok((pg, pg_port, password))
-    }
-
-    /// The guard of a server scripts/postgres.sh already started under `dir`.
-    pub fn adopt(dir: PathBuf) -> Postgres {
-        Postgres(dir)
-    }
-
-    /// Its directory (TLS material under `tls/`).
-    pub fn dir(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for Postgres {
-    fn drop(&mut self) {
-        let _ = Command::new(workspace_root().join("scripts/postgres.sh"))
-            .arg("stop")
-            .arg(&self.0)
-            .status();
-    }
-}
-
 /// The running world. Dropping it stops everything it started.
 pub struct Drill {
     /// The environment the stack gives the functions (what they run with).
@@ -211,11 +147,6 @@ type DnsLog = std::sync::Arc<std::sync::Mutex<Vec<(chrono::DateTime<Utc>, Vec<St
 
 /// How often the drill reads the router's DNS answer for its log.
 const DNS_WATCH: Duration = Duration::from_millis(200);
-
-/// Print a progress line with the elapsed time.
-pub fn say(started: Instant, msg: impl fmt::Display) {
-    println!("[{:>6.1}s] {msg}", started.elapsed().as_secs_f64());
-}
 
 /// Start the emulator (moto behind the router) and point this process at it.
 /// Called before the async runtime starts, so setting the environment is safe.
@@ -332,7 +263,7 @@ impl Drill {
         crate::stack::provision_capacity(&aws, &mut plan).await;
         provision_databases(&aws, &plan).await;
         // RDS takes its time, as in AWS (compressed; docs/explanation/emulated-world.md).
-        crate::campaign::realistic_pair(&plan).await;
+        crate::world::realistic_pair(&plan).await;
         // P's database is real, and P's app writes to it through one pooled
         // connection that stays open (a security group does not cut it); S's
         // is its streaming replica, read-only until RDS promotes it.
@@ -762,7 +693,7 @@ impl Drill {
         std::fs::write(&plan_file, serde_json::to_string_pretty(&self.plan)?)?;
         let target = std::env::var_os("CARGO_TARGET_DIR")
             .map(PathBuf::from)
-            .unwrap_or_else(|| crate::lambdas::workspace_root().join("target"));
+            .unwrap_or_else(|| workspace_root().join("target"));
         let cli = target.join("debug/handover");
         self.say("SWITCHOVER: P is healthy (its app writing every 100 ms); the operator runs `handover switchover --yes --drill`");
         let mut cmd = Command::new(&cli);
@@ -980,39 +911,6 @@ impl Drill {
             tokio::time::sleep(Duration::from_millis(400)).await;
         }
     }
-}
-
-/// Every button in a Block Kit message: (action_id, value).
-pub fn collect_buttons(v: &Value, out: &mut Vec<(String, String)>) {
-    match v {
-        Value::Object(o) => {
-            if o.get("type") == Some(&json!("button"))
-                && let (Some(a), Some(k)) = (
-                    o.get("action_id").and_then(Value::as_str),
-                    o.get("value").and_then(Value::as_str),
-                )
-            {
-                out.push((a.to_owned(), k.to_owned()));
-            }
-            o.values().for_each(|x| collect_buttons(x, out));
-        }
-        Value::Array(a) => a.iter().for_each(|x| collect_buttons(x, out)),
-        _ => {}
-    }
-}
-
-/// Run one SQL statement as the superuser (trust auth on the drill's own server).
-pub async fn sql(port: u16, statement: &str) -> Result<()> {
-    let (client, conn) = tokio_postgres::connect(
-        &format!("host=127.0.0.1 port={port} user=postgres dbname=postgres"),
-        tokio_postgres::NoTls,
-    )
-    .await?;
-    let task = tokio::spawn(conn);
-    client.batch_execute(statement).await?;
-    drop(client);
-    let _ = task.await;
-    Ok(())
 }
 
 impl Drill {

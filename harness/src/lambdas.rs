@@ -5,6 +5,7 @@
 //! base, state machine), and tells the router to send moto's Lambda
 //! invocations there. Dropping it kills the process group.
 
+use crate::process::workspace_root;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -16,14 +17,6 @@ pub struct Lambdas {
     pub url: String,
     /// Where its output goes.
     pub log: PathBuf,
-}
-
-/// The workspace root.
-pub fn workspace_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("harness/ has a parent")
-        .to_path_buf()
 }
 
 fn free_port() -> u16 {

@@ -10,6 +10,7 @@ use handover::store::{Store, create_table};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub mod app;
+pub mod blocks;
 pub mod bus;
 pub mod campaign;
 pub mod drill;
@@ -17,6 +18,8 @@ pub mod fixtures;
 pub mod lambdas;
 pub mod logs;
 pub mod pdb;
+pub mod postgres;
+pub mod process;
 pub mod public;
 pub mod runtime_api;
 pub mod stack;

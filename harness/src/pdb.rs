@@ -19,7 +19,7 @@
 //! rows P takes during a partition are exactly what S will not have: the
 //! data loss, measured ([`loss`]).
 
-use crate::drill::Postgres;
+use crate::postgres::Postgres;
 use anyhow::{Context, Result};
 use chrono::{DateTime, Utc};
 use handover::aws::Aws;
@@ -200,7 +200,7 @@ impl PDatabase {
         site: &handover::plan::Site,
         port: Option<u16>,
     ) -> Result<u16> {
-        let script = crate::lambdas::workspace_root().join("scripts/postgres.sh");
+        let script = crate::process::workspace_root().join("scripts/postgres.sh");
         let mut cmd = std::process::Command::new(script);
         cmd.arg("standby")
             .arg(&dir)
@@ -470,7 +470,7 @@ pub async fn pair(
         &plan.regions.primary.db_instance_id,
     )
     .await?;
-    crate::drill::sql(
+    crate::postgres::sql(
         p.server_port,
         &format!("CREATE DATABASE {database} OWNER handover"),
     )

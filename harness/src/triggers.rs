@@ -66,7 +66,7 @@ pub enum Trigger {
 pub fn expanded_template() -> &'static Value {
     static T: OnceLock<Value> = OnceLock::new();
     T.get_or_init(|| {
-        let root = crate::lambdas::workspace_root();
+        let root = crate::process::workspace_root();
         let out = std::env::temp_dir().join(crate::unique("template-expanded") + ".json");
         let status = std::process::Command::new(root.join(".venv/bin/python"))
             .arg(root.join("scripts/sam_expand.py"))
@@ -584,7 +584,7 @@ mod tests {
     fn the_audit_and_slack_fixtures_are_what_the_template_delivers() {
         let fixture = |name: &str| -> Value {
             let text = std::fs::read_to_string(
-                crate::lambdas::workspace_root()
+                crate::process::workspace_root()
                     .join("functions")
                     .join(name),
             )
@@ -790,7 +790,7 @@ mod tests {
     #[test]
     fn readiness_runs_after_its_own_stack_completes_a_deploy_only() {
         let text = std::fs::read_to_string(
-            crate::lambdas::workspace_root()
+            crate::process::workspace_root()
                 .join("functions/readiness/events/stack-status-change.json"),
         )
         .unwrap();

@@ -657,3 +657,25 @@ pub async fn provision_fence_group(aws: &Aws, plan: &mut Plan) -> String {
         .expect("a group id");
     vpc
 }
+
+/// The compressed timings of AWS the drill's and the campaign's world keep: promotion
+/// `modifying` then `rebooting`, and the security-group `adding`/`removing`
+/// window (AWS: minutes and seconds; see docs/explanation/emulated-world.md).
+pub const PROMOTE_MODIFYING_S: f64 = 1.0;
+/// See [`PROMOTE_MODIFYING_S`].
+pub const PROMOTE_REBOOTING_S: f64 = 1.0;
+/// See [`PROMOTE_MODIFYING_S`].
+pub const SG_PENDING_S: f64 = 0.5;
+/// See [`PROMOTE_MODIFYING_S`]: a reboot's `rebooting`, the engine stopping as it begins.
+pub const REBOOT_S: f64 = 1.0;
+
+/// Give the plan's two instances these timings (the drill's and the campaign's world).
+pub async fn realistic_pair(plan: &Plan) {
+    for id in [
+        &plan.regions.primary.db_instance_id,
+        &plan.regions.standby.db_instance_id,
+    ] {
+        crate::realistic_rds(id, PROMOTE_MODIFYING_S, PROMOTE_REBOOTING_S, SG_PENDING_S).await;
+        crate::realistic_reboot(id, REBOOT_S).await;
+    }
+}

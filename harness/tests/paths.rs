@@ -13,7 +13,7 @@ use handover::slack::message::{ACTION_APPROVE, ACTION_APPROVE_DATA_LOSS, ACTION_
 use handover::slack::stand_in::SlackStandIn;
 use handover::store::Store;
 use handover_testkit::app::App;
-use handover_testkit::drill::collect_buttons;
+use handover_testkit::blocks::collect_buttons;
 use handover_testkit::lambdas::{Lambdas, definition};
 use handover_testkit::world::{
     provision_databases, provision_dns, put_db_secret, put_replica_lag, run_input, test_postgres,

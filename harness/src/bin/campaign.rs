@@ -11,7 +11,8 @@
 //! - `HANDOVER_CAMPAIGN_REPLAY=<seed>`: run that one seed (and its next incident) only.
 
 use handover_testkit::campaign::{campaign, out_dir};
-use handover_testkit::drill::{say, start_emulator};
+use handover_testkit::drill::start_emulator;
+use handover_testkit::process::say;
 use std::process::ExitCode;
 use std::time::Instant;
 

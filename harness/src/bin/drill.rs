@@ -13,7 +13,8 @@
 
 use anyhow::{Result, bail};
 use chrono::Utc;
-use handover_testkit::drill::{Decision, Drill, Summary, say, start_emulator};
+use handover_testkit::drill::{Decision, Drill, Summary, start_emulator};
+use handover_testkit::process::say;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -26,7 +27,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let out = handover_testkit::lambdas::workspace_root()
+    let out = handover_testkit::process::workspace_root()
         .join("out")
         .join(format!(
             "drill-{}-{decision}",

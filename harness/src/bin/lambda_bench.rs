@@ -45,7 +45,8 @@
 //! and for `slack` the click's p50 and p99, cold and warm.
 
 use anyhow::{Context, Result, anyhow, bail};
-use handover_testkit::drill::{Drill, say, start_emulator};
+use handover_testkit::drill::{Drill, start_emulator};
+use handover_testkit::process::say;
 use handover_testkit::runtime_api::{Answer, RuntimeApi};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -391,7 +392,7 @@ fn ms(d: Duration) -> String {
 
 fn main() -> std::process::ExitCode {
     let started = Instant::now();
-    let out = handover_testkit::lambdas::workspace_root().join("out/bench");
+    let out = handover_testkit::process::workspace_root().join("out/bench");
     let _ = std::fs::remove_dir_all(&out);
     // The emulator starts before the runtime: it sets this process's AWS
     // environment.
@@ -417,9 +418,9 @@ fn main() -> std::process::ExitCode {
 async fn bench(
     started: Instant,
     out: PathBuf,
-    emulator: handover_testkit::drill::Guard,
+    emulator: handover_testkit::process::Guard,
 ) -> Result<()> {
-    let root = handover_testkit::lambdas::workspace_root();
+    let root = handover_testkit::process::workspace_root();
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
     let count = |k: &str, default: usize| -> Result<usize> {
         Ok(env(k)
@@ -489,7 +490,7 @@ async fn one(
     runs: usize,
     out: &Path,
 ) -> Result<(Duration, Duration)> {
-    let root = handover_testkit::lambdas::workspace_root();
+    let root = handover_testkit::process::workspace_root();
     let mut peers = vec![
         Peer {
             label: "rust",
