@@ -15,7 +15,7 @@
 //! is for scripts. Approving a possible data loss needs
 //! `--accept-data-loss` as well, as the Slack button needs its confirmation.
 
-use crate::InitArgs;
+use crate::args::DecideArgs;
 use aws_credential_types::provider::ProvideCredentials;
 use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, sign};
 use aws_sigv4::sign::v4;
@@ -28,28 +28,18 @@ use handover::store::approval::Decision;
 use std::io::{BufRead, Write};
 use std::time::{Duration, SystemTime};
 
-/// The command's own flags.
-pub const FLAGS: &[&str] = &[
-    "--key",
-    "--execution",
-    "--incident",
-    "--decision-url",
-    "--yes",
-    "--accept-data-loss",
-];
-
 /// One request to the endpoint (API Gateway's own limit is 30 s; the
 /// function's budget is 8 s).
 const CALL_TIMEOUT: Duration = Duration::from_secs(20);
 
-type Failure = (u8, String);
+use crate::exit::{Exit, Failure};
 
 fn refused(m: impl std::fmt::Display) -> Failure {
-    (3, format!("refused (nothing changed): {m}"))
+    (Exit::Refused, format!("refused (nothing changed): {m}"))
 }
 
 fn failed(m: impl std::fmt::Display) -> Failure {
-    (4, format!("failed: {m}"))
+    (Exit::Failed, format!("failed: {m}"))
 }
 
 /// Where and as whom: the Region, the endpoint, the operator's credentials.
@@ -95,7 +85,7 @@ impl Endpoint {
             headers.iter().copied(),
             SignableBody::Bytes(&body),
         )
-        .map_err(|e| (2, format!("--decision-url {:?}: {e}", self.url)))?;
+        .map_err(|e| (Exit::Usage, format!("--decision-url {:?}: {e}", self.url)))?;
         let (instructions, _) = sign(signable, &params)
             .map_err(|e| failed(format!("signing: {e}")))?
             .into_parts();
@@ -128,7 +118,7 @@ impl Endpoint {
                 "API Gateway refused the request ({status}: {message}): your credentials must be current and allow execute-api:Invoke on the decision route (the stack's ResponderPolicy)"
             )),
             404 => (
-                2,
+                Exit::Usage,
                 format!(
                     "{} is not the decision endpoint ({status}: {message}): use the stack output DecisionUrl",
                     self.url
@@ -159,7 +149,7 @@ fn check_endpoint(url: &str, region: &str) -> Result<(), Failure> {
             .is_ok_and(|ip| ip.is_loopback());
     if scheme != "https" && !(scheme == "http" && loopback) {
         return Err((
-            2,
+            Exit::Usage,
             format!(
                 "--decision-url {url:?}: the decision endpoint is HTTPS (the stack output DecisionUrl)"
             ),
@@ -171,7 +161,7 @@ fn check_endpoint(url: &str, region: &str) -> Result<(), Failure> {
         && *host_region != region
     {
         return Err((
-            2,
+            Exit::Usage,
             format!(
                 "--decision-url is in {host_region}, but the request would be signed for {region}: pass --region {host_region} (the stack's Region, S)"
             ),
@@ -181,30 +171,24 @@ fn check_endpoint(url: &str, region: &str) -> Result<(), Failure> {
 }
 
 /// Which approval: the flag given, or the failover holding the lock.
-async fn request(args: &InitArgs, region: &str, aws: &Aws) -> Result<DecisionRequest, Failure> {
-    let flags = &args.extra;
+async fn request(args: &DecideArgs, region: &str, aws: &Aws) -> Result<DecisionRequest, Failure> {
     let mut req = DecisionRequest {
-        key: flags.get("--key").cloned(),
-        execution: flags.get("--execution").cloned(),
-        incident: flags.get("--incident").cloned(),
+        key: args.key.clone(),
+        execution: args.execution.clone(),
+        incident: args.incident.clone(),
         ..DecisionRequest::default()
     };
-    if req.key.is_some() as u8 + req.execution.is_some() as u8 + req.incident.is_some() as u8 > 1 {
-        return Err((
-            2,
-            "give one of --key, --execution or --incident, not several".into(),
-        ));
-    }
     if req.selector().is_ok() {
         return Ok(req);
     }
     let table = args
+        .at
         .table
         .clone()
         .or_else(|| crate::env("TABLE_NAME"))
         .ok_or_else(|| {
             (
-                2,
+                Exit::Usage,
                 "name the approval (--key, --execution or --incident), or give the table (--table, the stack output StateTableName) to decide for the failover holding the lock".into(),
             )
         })?;
@@ -248,8 +232,8 @@ fn outcome(reply: DecisionReply) -> Result<String, Failure> {
             Err(refused(reply.text))
         }
         // The key may have been consumed: not "nothing changed".
-        ReplyKind::Closed => Err((3, format!("refused: {}", reply.text))),
-        ReplyKind::BadRequest => Err((2, reply.text)),
+        ReplyKind::Closed => Err((Exit::Refused, format!("refused: {}", reply.text))),
+        ReplyKind::BadRequest => Err((Exit::Usage, reply.text)),
         ReplyKind::Unauthenticated | ReplyKind::Unsure | ReplyKind::Failed => {
             Err(failed(reply.text))
         }
@@ -257,32 +241,20 @@ fn outcome(reply: DecisionReply) -> Result<String, Failure> {
 }
 
 /// `handover approve` (`decision` approve) or `handover reject`.
-pub async fn decide(args: &InitArgs, decision: Decision) -> Result<String, Failure> {
-    let usage = |m: &str| (2u8, format!("{m}\n{}", crate::USAGE));
-    if args.plan_parameter.is_some() || args.plan_file.is_some() {
-        return Err(usage(
-            "approve and reject act on the run's own plan: --plan-parameter / --plan-file do not apply",
-        ));
-    }
-    let flags = &args.extra;
-    let yes = flags.contains_key("--yes");
-    let accept_loss = flags.contains_key("--accept-data-loss");
-    if accept_loss && decision == Decision::Reject {
-        return Err((2, "--accept-data-loss is for approve only".into()));
-    }
-    let region = args
-        .region
+/// `accept_loss` is `--accept-data-loss` (approve only).
+pub async fn decide(
+    args: &DecideArgs,
+    decision: Decision,
+    accept_loss: bool,
+) -> Result<String, Failure> {
+    let yes = args.yes;
+    let region = crate::region(&args.at)?;
+    let url = args
+        .decision_url
         .clone()
-        .or_else(|| crate::env("AWS_REGION"))
-        .ok_or_else(|| {
-            usage("no Region: pass --region (the stack's Region, S) or set AWS_REGION")
-        })?;
-    let url = flags
-        .get("--decision-url")
-        .cloned()
         .or_else(|| crate::env("HANDOVER_DECISION_URL"))
         .ok_or_else(|| {
-            usage("no decision endpoint: pass --decision-url or set HANDOVER_DECISION_URL (the stack output DecisionUrl; the Slack message and the operator notice name it)")
+            crate::usage("no decision endpoint: pass --decision-url or set HANDOVER_DECISION_URL (the stack output DecisionUrl; the Slack message and the operator notice name it)")
         })?;
     check_endpoint(&url, &region)?;
     let aws = Aws::named(CLI_APP_NAME);
@@ -303,7 +275,7 @@ pub async fn decide(args: &InitArgs, decision: Decision) -> Result<String, Failu
     };
     if accept_loss && !approval.data_loss {
         return Err((
-            2,
+            Exit::Usage,
             format!(
                 "the approval for {} accepts no data loss (the RPO estimate was within the target when it was asked): drop --accept-data-loss",
                 approval.incident
@@ -314,7 +286,7 @@ pub async fn decide(args: &InitArgs, decision: Decision) -> Result<String, Failu
     if decision == Decision::Approve && approval.data_loss && !accept_loss {
         if yes {
             return Err((
-                2,
+                Exit::Usage,
                 format!(
                     "approving {} accepts possible data loss (the RPO estimate is over the target or unknown): pass --accept-data-loss as well\n\n{}",
                     approval.incident, approval.question

@@ -26,6 +26,8 @@
 //! and a new replica of P takes S's identifier, so detect has its standby.
 
 use crate::Context;
+use crate::args::{DbReach, StartArgs};
+use crate::exit::Failure;
 use crate::switchover::{
     confirm, failed, give_back, idle_record, refused, start_run, state_machine_arn, take_lock,
 };
@@ -39,23 +41,6 @@ use handover::plan::{Canary, FailbackPolicy, Plan, Site};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::time::Duration;
-
-type Failure = (u8, String);
-
-/// The flags `failback` takes besides the common ones.
-pub const FLAGS: &[&str] = &[
-    "--state-machine",
-    "--yes",
-    "--drill",
-    "--accept-unmeasured-loss",
-    "--p-host",
-    "--p-port",
-    "--s-host",
-    "--s-port",
-];
-
-/// The flags `reprotect` takes besides the common ones.
-pub const REPROTECT_FLAGS: &[&str] = &["--yes"];
 
 /// How long the data check waits for the replica to replay S's position.
 const REPLAY_WAIT: Duration = Duration::from_secs(30);
@@ -104,13 +89,15 @@ fn aws_failed(e: impl std::error::Error) -> Failure {
 /// Start a failback (see the module docs).
 pub async fn failback(
     ctx: Context,
-    flags: &BTreeMap<&'static str, String>,
+    start: &StartArgs,
+    accept_unmeasured_loss: bool,
+    reach: &DbReach,
 ) -> Result<String, Failure> {
     let plan = &ctx.plan;
     let fb = plan.failback.as_ref().ok_or_else(|| {
         refused("plan.failback is missing: it names P's public target (primary_target) and the tables the data check compares")
     })?;
-    let state_machine = state_machine_arn(flags)?;
+    let state_machine = state_machine_arn(start)?;
     let record = idle_record(&ctx).await?;
     let (p, s) = (&plan.regions.primary, &plan.regions.standby);
     if record.region != s.region || record.db_instance_id != s.db_instance_id {
@@ -132,10 +119,7 @@ pub async fn failback(
             .is_some(),
         None => false,
     };
-    if !measured
-        && last_rpo.is_none_or(|(lag, _)| lag != 0.0)
-        && !flags.contains_key("--accept-unmeasured-loss")
-    {
+    if !measured && last_rpo.is_none_or(|(lag, _)| lag != 0.0) && !accept_unmeasured_loss {
         return Err(refused(format!(
             "the loss of the last failover ({}) is not measured, and the old P, which holds the writes S never got, is renamed by re-protection: run `handover rpo` first (it reads the old P), or pass --accept-unmeasured-loss",
             record.last_execution.as_deref().unwrap_or("unknown")
@@ -166,7 +150,7 @@ pub async fn failback(
         retired_name(&p.db_instance_id, record.epoch),
         checked_tables(plan, fb)?.len(),
     );
-    confirm(flags, &what, "failback")?;
+    confirm(start.yes, &what, "failback")?;
     let now = Utc::now();
     let name = failback_id(&plan.service, now);
     let sfn = Sfn::new(&ctx.aws, &ctx.region, &state_machine).await;
@@ -235,7 +219,7 @@ pub async fn failback(
         .and_then(|t| t.fence_previous_groups.clone());
     let prepared = async {
         let reprotect = reprotect(&ctx, s, p, fb, record.epoch, &name, groups).await?;
-        let check = data_check(&ctx, plan, fb, flags).await?;
+        let check = data_check(&ctx, plan, fb, reach).await?;
         Ok::<_, Failure>((reprotect, check))
     }
     .await;
@@ -260,7 +244,7 @@ pub async fn failback(
     ));
     let input = ExecutionInput {
         incident_id: name.clone(),
-        drill: flags.contains_key("--drill"),
+        drill: start.drill,
         mode: Mode::Switchover,
         t0: now,
         detected_at: Utc::now(),
@@ -308,10 +292,7 @@ pub async fn failback(
 
 /// `handover reprotect`: a replica of the primary in the other Region,
 /// under the standby's identifier (see the module docs).
-pub async fn reprotect_standby(
-    ctx: Context,
-    flags: &BTreeMap<&'static str, String>,
-) -> Result<String, Failure> {
+pub async fn reprotect_standby(ctx: Context, yes: bool) -> Result<String, Failure> {
     let plan = &ctx.plan;
     let fb = plan.failback.as_ref().ok_or_else(|| {
         refused("plan.failback is missing: it holds re-protection's timeout and lag bound")
@@ -338,7 +319,7 @@ pub async fn reprotect_standby(
         target.db_instance_id,
         retired_name(&target.db_instance_id, record.epoch)
     );
-    confirm(flags, &what, "reprotect")?;
+    confirm(yes, &what, "reprotect")?;
     // Never rename the standby under a run that may be promoting it. (A
     // failover that starts meanwhile finds no usable replica and escalates.)
     // Read after the prompt, which can wait for as long as the operator does.
@@ -707,7 +688,7 @@ async fn data_check(
     ctx: &Context,
     plan: &Plan,
     fb: &FailbackPolicy,
-    flags: &BTreeMap<&'static str, String>,
+    reach: &DbReach,
 ) -> Result<DataCheck, Failure> {
     let tables = checked_tables(plan, fb)?;
     let Canary::Postgres {
@@ -723,16 +704,10 @@ async fn data_check(
     };
     // Where each side is reached: the flags, else the canary's address for
     // S and failback.canary_host for P, else their RDS endpoints.
-    let s_host = flags.get("--s-host").cloned().or_else(|| host.clone());
-    let s_port = flags.get("--s-port").cloned().unwrap_or(port.to_string());
-    let p_host = flags
-        .get("--p-host")
-        .cloned()
-        .or_else(|| fb.canary_host.clone());
-    let p_port = flags
-        .get("--p-port")
-        .cloned()
-        .unwrap_or(fb.canary_port.unwrap_or(*port).to_string());
+    let s_host = reach.s_host.clone().or_else(|| host.clone());
+    let s_port = reach.s_port.unwrap_or(*port);
+    let p_host = reach.p_host.clone().or_else(|| fb.canary_host.clone());
+    let p_port = reach.p_port.unwrap_or(fb.canary_port.unwrap_or(*port));
     let mut by_db: BTreeMap<&str, Vec<&Checked>> = BTreeMap::new();
     for t in &tables {
         by_db.entry(t.0.as_str()).or_default().push(t);
@@ -753,7 +728,7 @@ async fn data_check(
             &plan.regions.standby,
             &access,
             s_host.as_ref(),
-            Some(&s_port),
+            Some(s_port),
         )
         .await?;
         let ((p, p_conn), p_how) = crate::rpo::open(
@@ -762,7 +737,7 @@ async fn data_check(
             &plan.regions.primary,
             &access,
             p_host.as_ref(),
-            Some(&p_port),
+            Some(p_port),
         )
         .await?;
         if read_from.is_empty() {

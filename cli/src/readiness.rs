@@ -1,44 +1,44 @@
 //! `handover readiness`: would a failover work now? Read calls only.
 
 use crate::Context;
+use crate::exit::{Exit, Failure};
 use handover::readiness::{Verdict, evaluate_now, output};
 use handover::report::sources::{ReportReader, S3Reports};
-use std::collections::BTreeMap;
 
-/// The command's own flags.
-pub const FLAGS: &[&str] = &[
-    "--json",
-    "--fence-role-arn",
-    "--promote-role-arn",
-    "--last",
-    "--bucket",
-];
+/// The command's own flags, as clap parsed them (see `args.rs`).
+#[derive(Debug, Default)]
+pub struct Flags {
+    /// `--json`.
+    pub json: bool,
+    /// `--fence-role-arn`.
+    pub fence_role_arn: Option<String>,
+    /// `--promote-role-arn`.
+    pub promote_role_arn: Option<String>,
+    /// `--last`.
+    pub last: bool,
+    /// `--bucket`.
+    pub bucket: Option<String>,
+}
 
-/// Exit code when a check fails (the world would not fail over as planned).
-pub const NOT_READY: u8 = 5;
-
-/// Evaluate and print; a `fail` exits [`NOT_READY`].
-pub async fn readiness(
-    ctx: Context,
-    flags: &BTreeMap<&'static str, String>,
-) -> Result<String, (u8, String)> {
-    let json = flags.contains_key("--json");
-    if flags.contains_key("--last") {
-        return last(&ctx, flags, json).await;
+/// Evaluate and print; a `fail` exits [`Exit::NotReady`].
+pub async fn readiness(ctx: Context, flags: Flags) -> Result<String, Failure> {
+    let json = flags.json;
+    if flags.last {
+        return last(&ctx, &flags, json).await;
     }
-    if flags.contains_key("--bucket") {
-        return Err((2, "--bucket goes with --last".into()));
+    if flags.bucket.is_some() {
+        return Err((Exit::Usage, "--bucket goes with --last".into()));
     }
     // The roles to simulate: the flags, else the variables the readiness
     // function has (the stack's outputs FenceRoleArn and PromoteRoleArn).
     let roles = match (
         flags
-            .get("--fence-role-arn")
-            .cloned()
+            .fence_role_arn
+            .clone()
             .or_else(|| crate::env(handover::readiness::iam::FENCE_ROLE_ENV)),
         flags
-            .get("--promote-role-arn")
-            .cloned()
+            .promote_role_arn
+            .clone()
             .or_else(|| crate::env(handover::readiness::iam::PROMOTE_ROLE_ENV)),
     ) {
         (Some(fence), Some(promote)) => {
@@ -47,14 +47,14 @@ pub async fn readiness(
         (None, None) => None,
         _ => {
             return Err((
-                2,
+                Exit::Usage,
                 "give both --fence-role-arn and --promote-role-arn (the stack's outputs FenceRoleArn and PromoteRoleArn), or neither".into(),
             ));
         }
     };
     let api = handover::slack::api::SlackApi::from_env().map_err(|e| {
         (
-            4,
+            Exit::Failed,
             format!("the Slack client: {}", handover::error::chain(&e)),
         )
     })?;
@@ -82,7 +82,7 @@ pub async fn readiness(
         r.text()
     };
     if r.worst() == Verdict::Fail {
-        Err((NOT_READY, text))
+        Err((Exit::NotReady, text))
     } else {
         Ok(text)
     }
@@ -90,27 +90,23 @@ pub async fn readiness(
 
 /// `--last`: the latest evaluation the readiness function stored
 /// (`readiness/latest.json` in the report bucket), evaluating nothing.
-async fn last(
-    ctx: &Context,
-    flags: &BTreeMap<&'static str, String>,
-    json: bool,
-) -> Result<String, (u8, String)> {
-    if flags.contains_key("--fence-role-arn") || flags.contains_key("--promote-role-arn") {
+async fn last(ctx: &Context, flags: &Flags, json: bool) -> Result<String, Failure> {
+    if flags.fence_role_arn.is_some() || flags.promote_role_arn.is_some() {
         return Err((
-            2,
+            Exit::Usage,
             "--last reads the stored result: the role flags do not apply".into(),
         ));
     }
     // The plan in SSM may leave the bucket to the stack (filled in at the
     // functions' cold start); the operator names it, or the environment does.
     let bucket = flags
-        .get("--bucket")
-        .cloned()
+        .bucket
+        .clone()
         .or_else(|| Some(ctx.plan.report.bucket.clone()).filter(|b| !b.is_empty()))
         .or_else(|| crate::env("HANDOVER_REPORT_BUCKET"))
         .ok_or_else(|| {
             (
-                2,
+                Exit::Usage,
                 "no report bucket: pass --bucket (the stack output ReportBucketName) or set HANDOVER_REPORT_BUCKET".to_owned(),
             )
         })?;
@@ -120,7 +116,7 @@ async fn last(
         Ok(Some(bytes)) => bytes,
         Ok(None) => {
             return Err((
-                3,
+                Exit::Refused,
                 format!(
                     "refused: no readiness result at s3://{bucket}/{key} (the function has not run yet): `handover readiness` evaluates now"
                 ),
@@ -129,7 +125,7 @@ async fn last(
         // Without s3:ListBucket, S3 answers a missing key with AccessDenied.
         Err(e) if matches!(e.code(), Some("AccessDenied" | "NoSuchBucket")) => {
             return Err((
-                3,
+                Exit::Refused,
                 format!(
                     "refused: s3://{bucket}/{key} could not be read ({}: a wrong bucket, no result yet, or not granted)",
                     e.code().unwrap_or_default()
@@ -138,7 +134,7 @@ async fn last(
         }
         Err(e) => {
             return Err((
-                4,
+                Exit::Failed,
                 format!(
                     "failed (nothing was written; retry): {}",
                     handover::error::chain(&e)
@@ -148,7 +144,7 @@ async fn last(
     };
     let doc: output::Document = serde_json::from_slice(&body).map_err(|e| {
         (
-            4,
+            Exit::Failed,
             format!("s3://{bucket}/{key} is not a readiness result: {e}"),
         )
     })?;
@@ -174,7 +170,7 @@ async fn last(
     };
     // A stale result is no evidence of readiness.
     if doc.worst == Verdict::Fail || stale {
-        Err((NOT_READY, text))
+        Err((Exit::NotReady, text))
     } else {
         Ok(text)
     }

@@ -10,6 +10,7 @@
 //! cannot tell. The lock is released with the run's cooldown.
 
 use crate::Context;
+use crate::exit::{Exit, Failure};
 use handover::adapters::Rds;
 use handover::error::chain;
 use handover::execution::ExecutionInput;
@@ -17,20 +18,14 @@ use handover::failover::compensate::{Compensation, acting_until, compensate};
 use handover::report::audit::cooldown_of;
 use handover::report::sources::{ExecutionLookup, PAGE_SIZE, SfnHistory, fold_history};
 use handover::store::lock::ReleaseOutcome;
-use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
 
-/// The command's own flags.
-pub const FLAGS: &[&str] = &["--yes"];
-
-type Failure = (u8, String);
-
 fn refused(m: impl std::fmt::Display) -> Failure {
-    (3, format!("refused (nothing changed): {m}"))
+    (Exit::Refused, format!("refused (nothing changed): {m}"))
 }
 
 fn failed(m: impl std::fmt::Display) -> Failure {
-    (4, format!("failed: {m}"))
+    (Exit::Failed, format!("failed: {m}"))
 }
 
 /// Has `execution` closed, long enough ago that none of its tasks can still
@@ -77,10 +72,7 @@ async fn closed(
 }
 
 /// Release what ended runs hold.
-pub async fn release(
-    ctx: Context,
-    flags: &BTreeMap<&'static str, String>,
-) -> Result<String, Failure> {
+pub async fn release(ctx: Context, yes: bool) -> Result<String, Failure> {
     let (record, lock) = tokio::join!(ctx.store.primary(), ctx.store.lock_state());
     let record =
         record.map_err(|e| failed(format!("reading the primary record: {}", chain(&e))))?;
@@ -170,7 +162,7 @@ pub async fn release(
     // one when the run left none (it never started).
     let plan = run_plan.unwrap_or_else(|| ctx.plan.clone());
     let what = shown.join("\n");
-    if !flags.contains_key("--yes") {
+    if !yes {
         let mut err = std::io::stderr();
         let _ = write!(
             err,
@@ -222,7 +214,7 @@ pub async fn release(
     }
     match unresolved {
         Some(detail) => Err((
-            3,
+            Exit::Refused,
             format!("{}\ntransition NOT released: {detail}", done.join("\n")),
         )),
         None => Ok(done.join("\n")),

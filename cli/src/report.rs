@@ -3,43 +3,37 @@
 //! (`--render`), writing nothing.
 
 use crate::TableContext;
+use crate::args::Format;
+use crate::exit::{Exit, Failure};
 use handover::error::chain;
 use handover::execution::ExecutionInput;
 use handover::report::audit::render_from_history;
 use handover::report::output::files;
 use handover::report::sources::{ExecutionLookup, ReportReader, S3Reports, SfnHistory};
-use std::collections::BTreeMap;
-
-/// The command's own flags.
-pub const FLAGS: &[&str] = &["--execution", "--format", "--render"];
-
-type Failure = (u8, String);
 
 fn refused(m: impl std::fmt::Display) -> Failure {
-    (3, format!("refused: {m}"))
+    (Exit::Refused, format!("refused: {m}"))
 }
 
 fn failed(m: impl std::fmt::Display) -> Failure {
-    (4, format!("failed (nothing was written; retry): {m}"))
+    (
+        Exit::Failed,
+        format!("failed (nothing was written; retry): {m}"),
+    )
 }
 
 /// Print the report of `--execution` (default: the last run the primary
 /// record names) in `--format` md (default), html or json.
 pub async fn report(
     ctx: TableContext,
-    flags: &BTreeMap<&'static str, String>,
+    execution: Option<String>,
+    format: Format,
+    render: bool,
 ) -> Result<String, Failure> {
-    let file = match flags.get("--format").map(String::as_str) {
-        None | Some("md" | "markdown") => "report.md",
-        Some("html") => "report.html",
-        Some("json") => "report.json",
-        Some(other) => {
-            return Err((2, format!("--format {other:?}: give md, html or json")));
-        }
-    };
+    let file = format.file();
     let execution = crate::execution_or_last(
         &ctx.store,
-        flags,
+        execution.as_ref(),
         "no --execution, and the primary record names no run Handover completed",
     )
     .await?;
@@ -54,7 +48,7 @@ pub async fn report(
             status.status
         )));
     }
-    if flags.contains_key("--render") {
+    if render {
         let report = render_from_history(
             &ctx.aws,
             &ctx.store,

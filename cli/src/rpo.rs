@@ -12,6 +12,8 @@
 //! (the audit runs again on the same history; nothing else changes).
 
 use crate::Context;
+use crate::args::DbReach;
+use crate::exit::{Exit, Failure};
 use handover::adapters::{DbInspector, Rds};
 use handover::execution::PromotionStatus;
 use handover::failover::canary::{DbCredentials, Secrets, SecretsManager, Session, connect};
@@ -20,27 +22,18 @@ use handover::failover::rpo::measure;
 use handover::plan::{Canary, Site};
 use handover::report::audit::{AuditDeps, AuditOutcome, Trigger, audit_for};
 use handover::report::sources::{ExecutionLookup, PAGE_SIZE, SfnHistory, fold_history};
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The command's own flags.
-pub const FLAGS: &[&str] = &[
-    "--execution",
-    "--p-host",
-    "--p-port",
-    "--s-host",
-    "--s-port",
-];
-
-type Failure = (u8, String);
-
 fn refused(m: impl std::fmt::Display) -> Failure {
-    (3, format!("refused: {m}"))
+    (Exit::Refused, format!("refused: {m}"))
 }
 
 fn failed(m: impl std::fmt::Display) -> Failure {
-    (4, format!("failed (nothing was written; retry): {m}"))
+    (
+        Exit::Failed,
+        format!("failed (nothing was written; retry): {m}"),
+    )
 }
 
 /// How the canary reaches a database, taken from the plan.
@@ -70,7 +63,7 @@ pub(crate) async fn open(
     site: &Site,
     access: &DbAccess<'_>,
     host: Option<&String>,
-    port: Option<&String>,
+    port: Option<u16>,
 ) -> Result<(Session, String), Failure> {
     let rds = Rds::new(&ctx.aws, &site.region).await;
     let instance = rds
@@ -90,15 +83,7 @@ pub(crate) async fn open(
         ))
     })?;
     let dial = host.cloned().unwrap_or_else(|| endpoint.clone());
-    let port = match port {
-        Some(p) => p.parse::<u16>().ok().filter(|p| *p > 0).ok_or_else(|| {
-            (
-                2,
-                format!("--{}-port {p:?} is not a TCP port", label.to_lowercase()),
-            )
-        })?,
-        None => access.port,
-    };
+    let port = port.unwrap_or(access.port);
     let arn = site.db_secret_arn.as_deref().unwrap_or(access.secret_arn);
     let creds: DbCredentials = serde_json::from_str(&secret(ctx, arn).await?).map_err(|_| {
         refused(format!(
@@ -133,10 +118,14 @@ pub(crate) async fn open(
 }
 
 /// Measure, keep, and rewrite the report.
-pub async fn rpo(ctx: Context, flags: &BTreeMap<&'static str, String>) -> Result<String, Failure> {
+pub async fn rpo(
+    ctx: Context,
+    execution: Option<String>,
+    reach: &DbReach,
+) -> Result<String, Failure> {
     let execution = crate::execution_or_last(
         &ctx.store,
-        flags,
+        execution.as_ref(),
         "no --execution, and the primary record names no failover Handover ran",
     )
     .await?;
@@ -199,8 +188,8 @@ pub async fn rpo(ctx: Context, flags: &BTreeMap<&'static str, String>) -> Result
         "P",
         &plan.regions.primary,
         &access,
-        flags.get("--p-host"),
-        flags.get("--p-port"),
+        reach.p_host.as_ref(),
+        reach.p_port,
     )
     .await?;
     let ((s, s_conn), s_how) = open(
@@ -208,8 +197,8 @@ pub async fn rpo(ctx: Context, flags: &BTreeMap<&'static str, String>) -> Result
         "S",
         &plan.regions.standby,
         &access,
-        flags.get("--s-host"),
-        flags.get("--s-port"),
+        reach.s_host.as_ref(),
+        reach.s_port,
     )
     .await?;
     let now = chrono::Utc::now();

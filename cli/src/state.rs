@@ -2,22 +2,13 @@
 //! and written to the table with the operator's credentials.
 
 use crate::Context;
+use crate::exit::{Exit, Failure};
 use handover::store::control::Pause;
 use serde_json::json;
-use std::collections::BTreeMap;
-
-/// `status`'s own flags.
-pub const STATUS_FLAGS: &[&str] = &["--json"];
-/// `pause`'s own flags.
-pub const PAUSE_FLAGS: &[&str] = &["--reason", "--by"];
-/// `resume`'s own flags.
-pub const RESUME_FLAGS: &[&str] = &["--by"];
-
-type Failure = (u8, String);
 
 fn failed(e: impl std::error::Error) -> Failure {
     (
-        4,
+        Exit::Failed,
         format!(
             "the table could not be read or written (retry): {}",
             handover::error::chain(&e)
@@ -34,25 +25,19 @@ fn when(t: Option<chrono::DateTime<chrono::Utc>>) -> String {
 
 /// Who acts: `--by`, else the login name, else refused (it is shown to
 /// everyone who wonders why Handover does not fail over).
-fn who(flags: &BTreeMap<&'static str, String>) -> Result<String, Failure> {
-    flags
-        .get("--by")
-        .cloned()
-        .or_else(|| std::env::var("USER").ok())
+fn who(by: Option<String>) -> Result<String, Failure> {
+    by.or_else(|| std::env::var("USER").ok())
         .filter(|s| !s.trim().is_empty())
         .ok_or_else(|| {
             (
-                2,
+                Exit::Usage,
                 "say who you are: --by NAME (no USER in the environment)".to_owned(),
             )
         })
 }
 
 /// Everything an operator asks first at 3 a.m.
-pub async fn status(
-    ctx: Context,
-    flags: &BTreeMap<&'static str, String>,
-) -> Result<String, Failure> {
+pub async fn status(ctx: Context, json: bool) -> Result<String, Failure> {
     let store = &ctx.store;
     let p = &ctx.plan.regions.primary;
     let (primary, lock, probe, pause, readiness) = tokio::join!(
@@ -79,7 +64,7 @@ pub async fn status(
         Some(arn) => Some((arn.clone(), current_state(&ctx, &arn).await)),
         None => None,
     };
-    if flags.contains_key("--json") {
+    if json {
         let doc = json!({
             "service": ctx.plan.service,
             "primary": primary.as_ref().map(|r| json!({
@@ -194,14 +179,13 @@ pub async fn status(
 /// Stop detect from starting failovers (it goes on probing and recording).
 pub async fn pause(
     ctx: Context,
-    flags: &BTreeMap<&'static str, String>,
+    reason: Option<String>,
+    by: Option<String>,
 ) -> Result<String, Failure> {
-    let reason = flags
-        .get("--reason")
+    let reason = reason
         .filter(|r| !r.trim().is_empty())
-        .cloned()
-        .ok_or_else(|| (2, "say why: --reason TEXT (it is shown in `handover status` and to whoever wonders why nothing fails over)".to_owned()))?;
-    let by = who(flags)?;
+        .ok_or_else(|| (Exit::Usage, "say why: --reason TEXT (it is shown in `handover status` and to whoever wonders why nothing fails over)".to_owned()))?;
+    let by = who(by)?;
     let p = Pause {
         paused: true,
         reason: Some(reason.clone()),
@@ -217,11 +201,8 @@ pub async fn pause(
 }
 
 /// Let detect start failovers again.
-pub async fn resume(
-    ctx: Context,
-    flags: &BTreeMap<&'static str, String>,
-) -> Result<String, Failure> {
-    let by = who(flags)?;
+pub async fn resume(ctx: Context, by: Option<String>) -> Result<String, Failure> {
+    let by = who(by)?;
     let before = ctx.store.pause().await.map_err(failed)?;
     ctx.store
         .set_pause(

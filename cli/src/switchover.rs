@@ -8,21 +8,20 @@
 //! and verifies.
 
 use crate::Context;
+use crate::args::StartArgs;
+use crate::exit::{Exit, Failure};
 use chrono::Utc;
 use handover::adapters::{ExecutionStarter, Sfn, StartOutcome};
 use handover::execution::{ExecutionInput, Mode, Side};
 use handover::store::lock::{AcquireOutcome, ReleaseOutcome};
 use std::io::{BufRead, Write};
 
-/// The flags `switchover` takes besides the common ones.
-pub const FLAGS: &[&str] = &["--state-machine", "--yes", "--drill"];
-
-pub(crate) fn failed(e: impl std::fmt::Display) -> (u8, String) {
-    (4, format!("failed (retry): {e}"))
+pub(crate) fn failed(e: impl std::fmt::Display) -> Failure {
+    (Exit::Failed, format!("failed (retry): {e}"))
 }
 
-pub(crate) fn refused(m: impl std::fmt::Display) -> (u8, String) {
-    (3, format!("refused: {m}"))
+pub(crate) fn refused(m: impl std::fmt::Display) -> Failure {
+    (Exit::Refused, format!("refused: {m}"))
 }
 
 /// The execution name: `<service>-switchover-<time>` (at most 80 characters
@@ -32,12 +31,9 @@ pub fn switchover_id(service: &str, at: chrono::DateTime<Utc>) -> String {
 }
 
 /// Start a planned switchover.
-pub async fn switchover(
-    ctx: Context,
-    flags: &std::collections::BTreeMap<&'static str, String>,
-) -> Result<String, (u8, String)> {
+pub async fn switchover(ctx: Context, start: &StartArgs) -> Result<String, Failure> {
     let plan = &ctx.plan;
-    let state_machine = state_machine_arn(flags)?;
+    let state_machine = state_machine_arn(start)?;
     let record = idle_record(&ctx).await?;
     if record.region != plan.regions.primary.region {
         return Err(refused(format!(
@@ -62,7 +58,7 @@ pub async fn switchover(
         plan.switchover.timeout_s,
         s.db_instance_id,
     );
-    confirm(flags, &what, "switchover")?;
+    confirm(start.yes, &what, "switchover")?;
     let now = Utc::now();
     let name = switchover_id(&plan.service, now);
     let sfn = Sfn::new(&ctx.aws, &ctx.region, &state_machine).await;
@@ -73,7 +69,7 @@ pub async fn switchover(
     take_lock(&ctx, &name, &arn, now, lease_s).await?;
     let input = ExecutionInput {
         incident_id: name.clone(),
-        drill: flags.contains_key("--drill"),
+        drill: start.drill,
         mode: Mode::Switchover,
         t0: now,
         detected_at: now,
@@ -98,7 +94,7 @@ pub async fn switchover(
 /// (a planned run starts only when no run is moving the primary).
 pub(crate) async fn idle_record(
     ctx: &Context,
-) -> Result<handover::store::primary::PrimaryRecord, (u8, String)> {
+) -> Result<handover::store::primary::PrimaryRecord, Failure> {
     let record = ctx
         .store
         .primary()
@@ -115,29 +111,23 @@ pub(crate) async fn idle_record(
 }
 
 /// The state machine's ARN: `--state-machine`, or `STATE_MACHINE_ARN`.
-pub(crate) fn state_machine_arn(
-    flags: &std::collections::BTreeMap<&'static str, String>,
-) -> Result<String, (u8, String)> {
-    flags
-        .get("--state-machine")
-        .cloned()
+pub(crate) fn state_machine_arn(start: &StartArgs) -> Result<String, Failure> {
+    start
+        .state_machine
+        .clone()
         .or_else(|| crate::env("STATE_MACHINE_ARN"))
         .ok_or_else(|| {
             (
-                2,
+                Exit::Usage,
                 "no state machine: pass --state-machine (the stack output StateMachineArn) or set STATE_MACHINE_ARN"
                     .to_string(),
             )
         })
 }
 
-/// Ask the operator to type `word` (skipped with `--yes`).
-pub(crate) fn confirm(
-    flags: &std::collections::BTreeMap<&'static str, String>,
-    what: &str,
-    word: &str,
-) -> Result<(), (u8, String)> {
-    if flags.contains_key("--yes") {
+/// Ask the operator to type `word` (skipped when `yes`: `--yes`).
+pub(crate) fn confirm(yes: bool, what: &str, word: &str) -> Result<(), Failure> {
+    if yes {
         return Ok(());
     }
     let mut err = std::io::stderr();
@@ -160,7 +150,7 @@ pub(crate) async fn take_lock(
     arn: &str,
     now: chrono::DateTime<Utc>,
     lease_s: u64,
-) -> Result<(), (u8, String)> {
+) -> Result<(), Failure> {
     let lease = chrono::Duration::seconds(i64::try_from(lease_s).unwrap_or(i64::MAX / 2));
     let acquired = match ctx.store.acquire_lock(name, arn, now, lease).await {
         Ok(a) => a,
@@ -226,7 +216,7 @@ pub(crate) async fn start_run(
     input: &ExecutionInput,
     what: &str,
     lease_s: u64,
-) -> Result<String, (u8, String)> {
+) -> Result<String, Failure> {
     let body = serde_json::to_string(input).map_err(failed)?;
     match sfn.start(name, &body).await {
         Ok(StartOutcome::Started { execution_arn }) => Ok(format!(

@@ -97,5 +97,5 @@ fn usage_errors_exit_2() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("usage: handover init"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Usage: handover init"));
 }
