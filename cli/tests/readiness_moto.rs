@@ -262,6 +262,31 @@ async fn a_fence_group_that_admits_anyone_and_a_bot_outside_the_channel_fail_rea
     assert!(!out.contains("xoxb-") && !err.contains("xoxb-"));
 }
 
+/// The app installed from the manifest the walkthrough once gave (only
+/// `chat:write`): Slack refuses conversations.info and users.info with
+/// `missing_scope`, and readiness fails naming the scopes to add. The
+/// repository's manifest (`infra/slack-manifest.json`, which the stand-in
+/// grants by default) passes the same checks in
+/// `the_world_the_plan_needs_is_ready_and_json_names_every_check`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_app_without_the_read_scopes_fails_readiness_naming_them() {
+    let w = world("handover").await;
+    w.slack.grant_only(&["chat:write"]);
+    let (code, out, err) = readiness(&w, false);
+    assert_eq!(code, 5, "{out}{err}");
+    for want in [
+        "FAIL slack.channel",
+        "missing_scope (needed: channels:read,groups:read,im:read,mpim:read; the app has: chat:write",
+        "WARN slack.approver",
+        "missing_scope (needed: users:read",
+        "reinstall it from infra/slack-manifest.json",
+    ] {
+        assert!(out.contains(want), "{want:?} not in:\n{out}");
+    }
+    // auth.test needs no scope: the token itself still passes.
+    assert!(!out.contains("slack.bot_token"), "{out}");
+}
+
 /// RDS schedules an OS update for S tonight (DescribePendingMaintenanceActions,
 /// which the router serves as RDS answers it): readiness fails with the
 /// command that applies it in a quiet hour; a week away it only warns.

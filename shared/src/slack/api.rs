@@ -230,7 +230,7 @@ impl SlackApi {
             }
             let answer: Value = resp.json().await.map_err(|e| network(method, e))?;
             if answer["ok"] != Value::Bool(true) {
-                let error = answer["error"].as_str().unwrap_or("unknown").to_owned();
+                let error = api_error(&answer);
                 return Err((SlackError::Api { method, error }, retry_after));
             }
             Ok(answer)
@@ -283,7 +283,7 @@ impl SlackApi {
             }
             let answer: Value = resp.json().await.map_err(|e| network(method, e))?;
             if answer["ok"] != Value::Bool(true) {
-                let error = answer["error"].as_str().unwrap_or("unknown").to_owned();
+                let error = api_error(&answer);
                 return Err((SlackError::Api { method, error }, retry_after));
             }
             Ok(answer)
@@ -374,6 +374,19 @@ impl SlackApi {
 }
 
 /// The bot token as an `Authorization` value, marked sensitive (never logged).
+/// Slack's error code, with the scopes it needed when it was
+/// `missing_scope` (the app was installed without them).
+fn api_error(answer: &Value) -> String {
+    let error = answer["error"].as_str().unwrap_or("unknown");
+    match answer["needed"].as_str() {
+        Some(needed) if error == "missing_scope" => format!(
+            "missing_scope (needed: {needed}; the app has: {}; reinstall it from infra/slack-manifest.json)",
+            answer["provided"].as_str().unwrap_or("")
+        ),
+        _ => error.to_owned(),
+    }
+}
+
 fn bearer(token: &Secret, method: &'static str) -> Result<HeaderValue, SlackError> {
     let mut v = HeaderValue::from_str(&format!("Bearer {}", token.expose())).map_err(|_| {
         SlackError::Answer {

@@ -120,3 +120,27 @@ async fn respond_posts_the_message_to_the_response_url() {
     assert_eq!(r[0].body["text"], "done");
     assert!(r[0].authorization.is_none(), "no bot token on response_url");
 }
+
+/// Slack answers a method the app's scopes do not cover with HTTP 200,
+/// `missing_scope`, what it `needed` and what the token `provided`
+/// (docs.slack.dev/reference/methods). The error names both, so the fix
+/// is in the message; it is not retried.
+#[tokio::test]
+async fn a_method_outside_the_apps_scopes_fails_naming_the_scope() {
+    let slack = SlackStandIn::start().await.unwrap();
+    slack.grant_only(&["chat:write"]);
+    let api = SlackApi::new(slack.api_base(), fast()).unwrap();
+    let err = api
+        .read(&token(), "users.info", &[("user", "U1")])
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("missing_scope (needed: users:read; the app has: chat:write"),
+        "{err}"
+    );
+    assert_eq!(slack.calls().len(), 1, "not retried");
+    // auth.test needs no scope, and a post needs only chat:write.
+    api.read(&token(), "auth.test", &[]).await.unwrap();
+    api.post_message(&token(), "C1", "t", &[]).await.unwrap();
+}

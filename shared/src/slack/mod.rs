@@ -10,6 +10,7 @@
 pub mod api;
 pub mod interaction;
 pub mod message;
+pub mod scopes;
 pub mod secrets;
 pub mod signing;
 pub mod stand_in;

@@ -7,7 +7,9 @@
 //! as docs.slack.dev/reference/methods documents them) and
 //! `POST /actions/...` (response URLs) on a free 127.0.0.1 port, records every
 //! request, and can be told to fail the next calls (HTTP status, 429 with
-//! `Retry-After`, or a Slack `{"ok": false}` error). [`serve`] is the small
+//! `Retry-After`, or a Slack `{"ok": false}` error). It grants the bot the
+//! scopes of the repository's app manifest ([`super::scopes`]) and answers a
+//! method those do not cover with `missing_scope`, as Slack does. [`serve`] is the small
 //! HTTP/1.1 server underneath; tests reuse it for other loopback endpoints.
 
 use super::message::BLOCK_ACTIONS;
@@ -199,6 +201,8 @@ struct State {
     deactivated: std::collections::BTreeSet<String>,
     /// Users the workspace does not know (`user_not_found`).
     unknown: std::collections::BTreeSet<String>,
+    /// The bot token's scopes (the manifest's, unless a test narrows them).
+    scopes: Vec<String>,
 }
 
 /// The bot's workspace and user, as `auth.test` answers them.
@@ -215,7 +219,10 @@ pub struct SlackStandIn {
 impl SlackStandIn {
     /// Start on a free loopback port.
     pub async fn start() -> std::io::Result<Self> {
-        let state: Arc<Mutex<State>> = Arc::default();
+        let state = Arc::new(Mutex::new(State {
+            scopes: super::scopes::manifest_bot_scopes(),
+            ..State::default()
+        }));
         let shared = state.clone();
         let server = serve(move |req| {
             let state = shared.clone();
@@ -248,6 +255,11 @@ impl SlackStandIn {
     /// Forget `user` (users.info answers `user_not_found`).
     pub fn remove_user(&self, user: &str) {
         self.lock().unknown.insert(user.to_owned());
+    }
+
+    /// Install the app with only `scopes` (an older or hand-edited manifest).
+    pub fn grant_only(&self, scopes: &[&str]) {
+        self.lock().scopes = scopes.iter().map(|s| (*s).to_owned()).collect();
     }
 
     /// Fail the next calls, one fault per call, in order.
@@ -285,17 +297,41 @@ impl SlackStandIn {
 fn slack(state: &Mutex<State>, req: HttpRequest) -> HttpResponse {
     let mut s = state.lock().unwrap_or_else(|p| p.into_inner());
     let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
-    let resp = match s.faults.pop_front() {
-        Some(Fault::Status(code)) => {
+    let unscoped = missing_scope(&s.scopes, &req);
+    let mut resp = match (s.faults.pop_front(), unscoped) {
+        (Some(Fault::Status(code)), _) => {
             HttpResponse::json(code, json!({"ok": false, "error": "injected"}))
         }
-        Some(Fault::RateLimited(secs)) => HttpResponse {
+        (Some(Fault::RateLimited(secs)), _) => HttpResponse {
             status: 429,
             headers: vec![("retry-after".into(), secs.to_string())],
             body: json!({"ok": false, "error": "ratelimited"}),
         },
-        Some(Fault::Api(error)) => HttpResponse::json(200, json!({"ok": false, "error": error})),
-        None if req.path == "/api/chat.postMessage" => {
+        (Some(Fault::Api(error)), _) => {
+            HttpResponse::json(200, json!({"ok": false, "error": error}))
+        }
+        (None, Some(refusal)) => refusal,
+        (None, None) => answer_method(&mut s, &req, &body),
+    };
+    // Every Web API answer names the token's scopes (api.slack.com/scopes).
+    if req.path.starts_with("/api/") {
+        resp.headers
+            .push(("x-oauth-scopes".into(), s.scopes.join(",")));
+    }
+    let authorization = req.header("authorization").map(str::to_owned);
+    s.calls.push(Recorded {
+        path: req.path,
+        authorization,
+        body,
+        status: resp.status,
+    });
+    resp
+}
+
+/// The stand-in's answer to one method, shaped as Slack documents it.
+fn answer_method(s: &mut State, req: &HttpRequest, body: &Value) -> HttpResponse {
+    match req.path.as_str() {
+        "/api/chat.postMessage" => {
             if req
                 .header("authorization")
                 .is_none_or(|a| !a.starts_with("Bearer "))
@@ -312,7 +348,7 @@ fn slack(state: &Mutex<State>, req: HttpRequest) -> HttpResponse {
         }
         // docs.slack.dev/reference/methods/chat.update: a message this
         // stand-in posted, by the channel id and ts it answered.
-        None if req.path == "/api/chat.update" => {
+        "/api/chat.update" => {
             let posted = body["ts"]
                 .as_str()
                 .and_then(|ts| ts.strip_prefix("1764511915."))
@@ -332,8 +368,8 @@ fn slack(state: &Mutex<State>, req: HttpRequest) -> HttpResponse {
                 )
             }
         }
-        None if req.path.starts_with("/actions/") => HttpResponse::json(200, json!({"ok": true})),
-        None if req.path.starts_with("/api/")
+        p if p.starts_with("/actions/") => HttpResponse::json(200, json!({"ok": true})),
+        p if p.starts_with("/api/")
             && req
                 .header("authorization")
                 .is_none_or(|a| !a.starts_with("Bearer ")) =>
@@ -341,14 +377,14 @@ fn slack(state: &Mutex<State>, req: HttpRequest) -> HttpResponse {
             HttpResponse::json(200, json!({"ok": false, "error": "not_authed"}))
         }
         // docs.slack.dev/reference/methods/auth.test
-        None if req.path == "/api/auth.test" => HttpResponse::json(
+        "/api/auth.test" => HttpResponse::json(
             200,
             json!({"ok": true, "url": "https://handover.slack.com/", "team": "Handover",
                    "user": "handover", "team_id": STAND_IN_TEAM, "user_id": STAND_IN_BOT_USER,
                    "bot_id": "B0HANDOVER", "is_enterprise_install": false}),
         ),
         // docs.slack.dev/reference/methods/conversations.info
-        None if req.path == "/api/conversations.info" => {
+        "/api/conversations.info" => {
             let channel = form_arg(&req.body, "channel").unwrap_or_default();
             if channel.is_empty() {
                 HttpResponse::json(200, json!({"ok": false, "error": "channel_not_found"}))
@@ -362,7 +398,7 @@ fn slack(state: &Mutex<State>, req: HttpRequest) -> HttpResponse {
             }
         }
         // docs.slack.dev/reference/methods/users.info
-        None if req.path == "/api/users.info" => {
+        "/api/users.info" => {
             let user = form_arg(&req.body, "user").unwrap_or_default();
             if user.is_empty() || s.unknown.contains(&user) {
                 HttpResponse::json(200, json!({"ok": false, "error": "user_not_found"}))
@@ -375,16 +411,23 @@ fn slack(state: &Mutex<State>, req: HttpRequest) -> HttpResponse {
                 )
             }
         }
-        None => HttpResponse::json(404, json!({"ok": false, "error": "unknown_method"})),
-    };
-    let authorization = req.header("authorization").map(str::to_owned);
-    s.calls.push(Recorded {
-        path: req.path,
-        authorization,
-        body,
-        status: resp.status,
-    });
-    resp
+        _ => HttpResponse::json(404, json!({"ok": false, "error": "unknown_method"})),
+    }
+}
+
+/// Slack's answer to a method the token's scopes do not cover
+/// (docs.slack.dev/reference/methods, "missing_scope": HTTP 200 with the
+/// scopes `needed` and the ones `provided`). A call without a bearer token
+/// is answered `not_authed` first, as Slack does.
+fn missing_scope(scopes: &[String], req: &HttpRequest) -> Option<HttpResponse> {
+    let method = req.path.strip_prefix("/api/")?.split('?').next()?;
+    req.header("authorization")?.strip_prefix("Bearer ")?;
+    let needed = super::scopes::missing(method, scopes)?;
+    Some(HttpResponse::json(
+        200,
+        json!({"ok": false, "error": "missing_scope", "needed": needed,
+               "provided": scopes.join(",")}),
+    ))
 }
 
 /// One argument of a form-encoded body.
