@@ -229,3 +229,72 @@ fn the_steps_after_the_fence_retry_for_minutes() {
         assert!(total >= 180.0, "{name}: {total} s of waits between retries");
     }
 }
+
+/// The errors Step Functions documents for a Lambda service fault
+/// ("Handling transient Lambda service exceptions", AWS Step Functions
+/// Developer Guide). Each is worth a retry: the function may not have run.
+const LAMBDA_SERVICE_ERRORS: [&str; 4] = [
+    "Lambda.ClientExecutionTimeoutException",
+    "Lambda.ServiceException",
+    "Lambda.AWSLambdaException",
+    "Lambda.SdkClientException",
+];
+
+#[test]
+fn every_task_retries_the_lambda_service_errors_aws_lists() {
+    for (name, s) in states() {
+        if s["Type"] != "Task" {
+            continue;
+        }
+        let r = transient_retrier(&s).unwrap_or_else(|| panic!("{name}: no retrier"));
+        for e in LAMBDA_SERVICE_ERRORS {
+            assert!(
+                r["ErrorEquals"].as_array().unwrap().iter().any(|x| x == e),
+                "{name} does not retry {e}"
+            );
+        }
+    }
+}
+
+/// The function each Task invokes, by the state machine's substitutions
+/// in the expanded template: `${SwitchFunctionArn}` → its Lambda resource.
+fn task_function<'a>(template: &'a Value, state: &Value) -> Option<&'a Value> {
+    let key = state["Resource"]
+        .as_str()?
+        .strip_prefix("${")?
+        .strip_suffix('}')?;
+    let resources = template["Resources"].as_object()?;
+    let machine = resources
+        .values()
+        .find(|r| r["Type"] == "AWS::StepFunctions::StateMachine")?;
+    let id = machine["Properties"]["DefinitionSubstitutions"][key]["Fn::GetAtt"][0].as_str()?;
+    resources.get(id)
+}
+
+/// A task whose timeout equals its function's races it. When the state
+/// ends first, the run sees States.Timeout, which no retrier takes; the
+/// function's own timeout (Sandbox.Timedout) is retried. So a task lasts at
+/// least 10 s longer than its function, or is meant to be shorter and
+/// bounds itself (CatchUp and FirstWrite, on verify's 900 s function).
+#[test]
+fn a_task_outlives_its_function_or_is_meant_to_be_shorter() {
+    let template = handover_testkit::triggers::expanded_template();
+    let mut checked = 0;
+    for (name, s) in states() {
+        let Some(function) = task_function(template, &s) else {
+            continue;
+        };
+        let lambda = function["Properties"]["Timeout"]
+            .as_i64()
+            .unwrap_or_else(|| panic!("{name}: its function has no Timeout"));
+        let task = s["TimeoutSeconds"]
+            .as_i64()
+            .unwrap_or_else(|| panic!("{name}: no TimeoutSeconds"));
+        assert!(
+            task >= lambda + 10 || task <= lambda - 10,
+            "{name}: TimeoutSeconds {task} races its function's Timeout {lambda}"
+        );
+        checked += 1;
+    }
+    assert!(checked >= 10, "only {checked} tasks matched a function");
+}
