@@ -135,13 +135,23 @@ impl Aws {
     pub async fn secrets(&self, region: &str) -> aws_sdk_secretsmanager::Client {
         aws_sdk_secretsmanager::Client::new(&self.config(region).await)
     }
-    /// S3 in `region`, path-style (works with every endpoint, emulators included).
+    /// S3 in `region` (see [`s3_client`]).
     pub async fn s3(&self, region: &str) -> aws_sdk_s3::Client {
-        let conf = aws_sdk_s3::config::Builder::from(&self.config(region).await)
-            .force_path_style(true)
-            .build();
-        aws_sdk_s3::Client::from_conf(conf)
+        s3_client(&self.config(region).await)
     }
+}
+
+/// An S3 client for `config`. It addresses buckets as AWS recommends
+/// (virtual-hosted, `bucket.s3.<region>.amazonaws.com`) and path-style only
+/// under an endpoint override (`AWS_ENDPOINT_URL`, or S3's own
+/// `AWS_ENDPOINT_URL_S3`), where an emulator serves one host.
+pub fn s3_client(config: &SdkConfig) -> aws_sdk_s3::Client {
+    let overridden =
+        config.endpoint_url().is_some() || std::env::var_os("AWS_ENDPOINT_URL_S3").is_some();
+    let conf = aws_sdk_s3::config::Builder::from(config)
+        .force_path_style(overridden)
+        .build();
+    aws_sdk_s3::Client::from_conf(conf)
 }
 
 /// Was this SDK error a throttle, timeout or server fault (worth retrying)?
