@@ -7,13 +7,13 @@
 
 use super::{StepError, claimed, start_epoch};
 use crate::adapters::rds::{DbInspector, DbInstance, Rds, names_instance};
-use crate::adapters::{AwsError, ReplicaLag, bounded, call_error};
+use crate::adapters::{AwsError, LagSample, ReplicaLag, bounded, call_error};
 use crate::execution::{
     ApprovalResult, ExecutionState, FenceResult, PromotionResult, PromotionStatus,
 };
 use crate::plan::DatabaseKind;
 use crate::store::Store;
-use crate::store::primary::PromotionOutcome;
+use crate::store::primary::{PrimaryRecord, PromotionOutcome};
 use chrono::{DateTime, Utc};
 use std::time::Duration;
 use tracing::{info, instrument};
@@ -318,6 +318,11 @@ impl ReplicaPromoter for Promoter<'_> {
 }
 
 /// Start the promotion for the run in `state`.
+///
+/// The steps, each its own function: the fence and the approval allow it;
+/// a retry reports what an earlier attempt did; the epoch has not moved; a
+/// call whose answer was lost is found in RDS; the loss passes the gate;
+/// then the claim, the one call, and its record.
 pub async fn start<P: ReplicaPromoter, L: ReplicaLag>(
     state: &ExecutionState,
     execution: &str,
@@ -330,49 +335,12 @@ pub async fn start<P: ReplicaPromoter, L: ReplicaLag>(
     let plan = &state.input.plan;
     let epoch = start_epoch(state)?;
     let budget = Duration::from_millis(plan.timings.call_timeout_ms);
-    let fence: FenceResult = state
-        .require("fence")
-        .map_err(|e| StepError::Precondition(e.message))?;
-    if !fence.may_proceed {
-        return Err(StepError::Precondition(format!(
-            "the fence is {:?} and the policy is {:?}: a person must fence P before promotion",
-            fence.outcome, fence.policy
-        )));
-    }
-    let approval: ApprovalResult = super::approved(state, execution, store).await?;
-
-    // A retry after the call went out: report, never call twice.
+    let (fence, approval) = allowed(state, execution, store).await?;
     let current = store
         .primary()
         .await?
         .ok_or_else(|| StepError::Precondition("the primary record is missing".into()))?;
-    if let Some(tr) = current
-        .transition
-        .as_ref()
-        .filter(|t| t.execution == execution)
-        && let (Some(called), Some((rpo, at))) = (tr.promote_called_at, tr.rpo)
-    {
-        info!(execution, "promotion already called by this execution");
-        return Ok(promoting(
-            rpo,
-            at,
-            called,
-            "promoting (already called)".into(),
-        ));
-    }
-    // This execution already completed the promotion (a late retry).
-    if current.epoch == epoch + 1
-        && current.last_execution.as_deref() == Some(execution)
-        && let Some(tr) = &current.last_transition
-        && let (Some(called), Some((rpo, at))) = (tr.promote_called_at, tr.rpo)
-    {
-        let mut done = promoting(rpo, at, called, "promoted (already)".into());
-        done.status = PromotionStatus::Promoted;
-        done.promoted_at = current.promoted_at;
-        done.duration_s = current
-            .promoted_at
-            .map(|p| (p - called).num_milliseconds() as f64 / 1000.0);
-        done.epoch = Some(current.epoch);
+    if let Some(done) = reported_retry(&current, execution, epoch) {
         return Ok(done);
     }
     if current.epoch != epoch {
@@ -387,98 +355,216 @@ pub async fn start<P: ReplicaPromoter, L: ReplicaLag>(
         .transition
         .as_ref()
         .filter(|t| t.execution == execution && t.promote_claimed_at.is_some());
-    let claimed_before = earlier_claim.is_some();
-    // The loss that claim recorded passed the gate then: a retry does not
-    // judge a fresher sample (it might refuse while S promotes on its own).
-    let recorded = earlier_claim.and_then(|t| t.rpo);
-    // Claimed but the call never recorded: the call may have been accepted
-    // with its answer lost. Read the world, never memory: a replica that is
-    // already promoting means it was.
-    if let Some(tr) = current
-        .transition
-        .as_ref()
-        .filter(|t| t.execution == execution && t.promote_called_at.is_none())
-        && let Some((rpo, at)) = tr.rpo
-        && promoter.started(budget).await?
+    if let Some(found) =
+        lost_answer(&current, execution, epoch, store, promoter, budget, &now).await?
     {
-        let called = tr.promote_claimed_at.unwrap_or_else(now);
-        claimed(
-            store.mark_promote_called(epoch, execution, called).await?,
-            "promote",
-        )?;
-        info!(
-            execution,
-            epoch, "the earlier promotion call reached RDS; polling it"
-        );
-        return Ok(promoting(
-            rpo,
-            at,
-            called,
-            "promoting (the earlier call was accepted; its answer was lost)".into(),
-        ));
+        return Ok(found);
     }
-
     if let Err(reason) = promoter.ready(budget).await? {
         return Err(StepError::Precondition(reason));
     }
-    let sample = if let Some((seconds, at)) = recorded {
-        crate::adapters::cloudwatch::LagSample { seconds, at }
-    } else if state.input.mode == crate::execution::Mode::Switchover {
-        // A planned switchover promotes only what caught up: its RPO is 0,
-        // measured (S replayed P's final WAL position), when it was proven.
-        let caught: Option<crate::execution::CatchUpResult> = state
-            .step("catch_up")
-            .map_err(|e| StepError::Precondition(e.message))?;
-        let fenced_at = fence.fenced_at;
-        match caught {
-            Some(c)
-                if c.status == crate::execution::CatchUpStatus::CaughtUp
-                    && c.caught_up_at.is_some_and(|t| t >= fenced_at) =>
-            {
-                crate::adapters::cloudwatch::LagSample {
-                    seconds: 0.0,
-                    at: c.caught_up_at.unwrap_or_else(&now),
-                }
-            }
-            other => {
-                return Err(StepError::Precondition(format!(
-                    "a planned switchover promotes only once S has caught up with P; the catch-up is {}",
-                    other.map_or_else(
-                        || "missing".to_string(),
-                        |c| format!("{:?}: {}", c.status, c.detail)
-                    )
-                )));
-            }
-        }
-    } else {
-        let s = &plan.regions.standby;
-        let latest = lag
-            .latest_lag(
-                &s.db_instance_id,
-                now(),
-                chrono::Duration::minutes(5),
-                budget,
-            )
-            .await?;
-        let latest = latest.map(|l| loss_at_fence(l, &fence, plan.fence.end_sessions));
-        let asked = state
-            .require::<crate::execution::Diagnosis>("diagnosis")
-            .ok();
-        if let Some(reason) = crate::diagnose::gate::loss_blocker(
-            plan,
-            latest.map(|l| l.seconds),
-            &approval,
-            asked.as_ref(),
-            now(),
-        ) {
-            return Err(StepError::Precondition(reason));
-        }
-        // No sample and an accepted unknown loss: recorded as unknown (-1).
-        latest.unwrap_or(crate::adapters::cloudwatch::LagSample {
-            seconds: -1.0,
-            at: now(),
-        })
+    // The loss that claim recorded passed the gate then: a retry does not
+    // judge a fresher sample (it might refuse while S promotes on its own).
+    let sample = match earlier_claim.and_then(|t| t.rpo) {
+        Some((seconds, at)) => LagSample { seconds, at },
+        None => gated_loss(state, &fence, &approval, lag, budget, &now).await?,
     };
+    let claimed_before = earlier_claim.is_some();
+    call_once(
+        epoch,
+        execution,
+        store,
+        promoter,
+        sample,
+        claimed_before,
+        budget,
+        &now,
+    )
+    .await
+}
+
+/// The fence allows promotion and the run's approval stands.
+async fn allowed(
+    state: &ExecutionState,
+    execution: &str,
+    store: &Store,
+) -> Result<(FenceResult, ApprovalResult), StepError> {
+    let fence: FenceResult = state
+        .require("fence")
+        .map_err(|e| StepError::Precondition(e.message))?;
+    if !fence.may_proceed {
+        return Err(StepError::Precondition(format!(
+            "the fence is {:?} and the policy is {:?}: a person must fence P before promotion",
+            fence.outcome, fence.policy
+        )));
+    }
+    let approval = super::approved(state, execution, store).await?;
+    Ok((fence, approval))
+}
+
+/// A retry after this execution's call went out, or after it completed
+/// the promotion: report what was done, never call twice.
+fn reported_retry(current: &PrimaryRecord, execution: &str, epoch: i64) -> Option<PromotionResult> {
+    if let Some(tr) = current
+        .transition
+        .as_ref()
+        .filter(|t| t.execution == execution)
+        && let (Some(called), Some((rpo, at))) = (tr.promote_called_at, tr.rpo)
+    {
+        info!(execution, "promotion already called by this execution");
+        return Some(promoting(
+            rpo,
+            at,
+            called,
+            "promoting (already called)".into(),
+        ));
+    }
+    if current.epoch == epoch + 1
+        && current.last_execution.as_deref() == Some(execution)
+        && let Some(tr) = &current.last_transition
+        && let (Some(called), Some((rpo, at))) = (tr.promote_called_at, tr.rpo)
+    {
+        let mut done = promoting(rpo, at, called, "promoted (already)".into());
+        done.status = PromotionStatus::Promoted;
+        done.promoted_at = current.promoted_at;
+        done.duration_s = current
+            .promoted_at
+            .map(|p| (p - called).num_milliseconds() as f64 / 1000.0);
+        done.epoch = Some(current.epoch);
+        return Some(done);
+    }
+    None
+}
+
+/// Claimed but the call never recorded: the call may have been accepted
+/// with its answer lost. Read the world, never memory: a replica that is
+/// already promoting means it was, and the call is recorded now.
+async fn lost_answer<P: ReplicaPromoter>(
+    current: &PrimaryRecord,
+    execution: &str,
+    epoch: i64,
+    store: &Store,
+    promoter: &P,
+    budget: Duration,
+    now: &impl Fn() -> DateTime<Utc>,
+) -> Result<Option<PromotionResult>, StepError> {
+    let Some(tr) = current
+        .transition
+        .as_ref()
+        .filter(|t| t.execution == execution && t.promote_called_at.is_none())
+    else {
+        return Ok(None);
+    };
+    let Some((rpo, at)) = tr.rpo else {
+        return Ok(None);
+    };
+    if !promoter.started(budget).await? {
+        return Ok(None);
+    }
+    let called = tr.promote_claimed_at.unwrap_or_else(now);
+    claimed(
+        store.mark_promote_called(epoch, execution, called).await?,
+        "promote",
+    )?;
+    info!(
+        execution,
+        epoch, "the earlier promotion call reached RDS; polling it"
+    );
+    Ok(Some(promoting(
+        rpo,
+        at,
+        called,
+        "promoting (the earlier call was accepted; its answer was lost)".into(),
+    )))
+}
+
+/// The loss this promotion accepts: a planned switchover's proven zero,
+/// or the lag at the fence, judged by the gate against the approval.
+async fn gated_loss<L: ReplicaLag>(
+    state: &ExecutionState,
+    fence: &FenceResult,
+    approval: &ApprovalResult,
+    lag: &L,
+    budget: Duration,
+    now: &impl Fn() -> DateTime<Utc>,
+) -> Result<LagSample, StepError> {
+    if state.input.mode == crate::execution::Mode::Switchover {
+        return caught_up(state, fence, now);
+    }
+    let plan = &state.input.plan;
+    let s = &plan.regions.standby;
+    let latest = lag
+        .latest_lag(
+            &s.db_instance_id,
+            now(),
+            chrono::Duration::minutes(5),
+            budget,
+        )
+        .await?;
+    let latest = latest.map(|l| loss_at_fence(l, fence, plan.fence.end_sessions));
+    let asked = state
+        .require::<crate::execution::Diagnosis>("diagnosis")
+        .ok();
+    if let Some(reason) = crate::diagnose::gate::loss_blocker(
+        plan,
+        latest.map(|l| l.seconds),
+        approval,
+        asked.as_ref(),
+        now(),
+    ) {
+        return Err(StepError::Precondition(reason));
+    }
+    // No sample and an accepted unknown loss: recorded as unknown (-1).
+    Ok(latest.unwrap_or(LagSample {
+        seconds: -1.0,
+        at: now(),
+    }))
+}
+
+/// A planned switchover promotes only what caught up: its RPO is 0,
+/// measured (S replayed P's final WAL position), when it was proven.
+fn caught_up(
+    state: &ExecutionState,
+    fence: &FenceResult,
+    now: &impl Fn() -> DateTime<Utc>,
+) -> Result<LagSample, StepError> {
+    let caught: Option<crate::execution::CatchUpResult> = state
+        .step("catch_up")
+        .map_err(|e| StepError::Precondition(e.message))?;
+    match caught {
+        Some(c)
+            if c.status == crate::execution::CatchUpStatus::CaughtUp
+                && c.caught_up_at.is_some_and(|t| t >= fence.fenced_at) =>
+        {
+            Ok(LagSample {
+                seconds: 0.0,
+                at: c.caught_up_at.unwrap_or_else(now),
+            })
+        }
+        other => Err(StepError::Precondition(format!(
+            "a planned switchover promotes only once S has caught up with P; the catch-up is {}",
+            other.map_or_else(
+                || "missing".to_string(),
+                |c| format!("{:?}: {}", c.status, c.detail)
+            )
+        ))),
+    }
+}
+
+/// Claim the promotion for this epoch with `sample` as its loss, make the
+/// one call, and record that it went out. A claim that finds the call
+/// already made reports it; a refused call is read against RDS.
+#[allow(clippy::too_many_arguments)]
+async fn call_once<P: ReplicaPromoter>(
+    epoch: i64,
+    execution: &str,
+    store: &Store,
+    promoter: &P,
+    sample: LagSample,
+    claimed_before: bool,
+    budget: Duration,
+    now: &impl Fn() -> DateTime<Utc>,
+) -> Result<PromotionResult, StepError> {
     let rec = claimed(
         store
             .claim_promotion(epoch, execution, (sample.seconds, sample.at), now())
