@@ -7,7 +7,6 @@
 //! `plan.regions.standby.db_instance_id: missing`.
 
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
 use std::fmt;
 
 /// A validated plan.
@@ -98,10 +97,10 @@ pub struct FailbackPolicy {
     pub canary_port: Option<u16>,
     /// How long re-protection may take before `handover failback` stops:
     /// the replica's creation and its catch-up, seconds.
-    #[serde(default = "default_reprotect_timeout_s")]
+    #[serde(default = "defaults::default_reprotect_timeout_s")]
     pub reprotect_timeout_s: u64,
     /// ReplicaLag at or below which P's new replica counts as caught up, seconds.
-    #[serde(default = "default_reprotect_lag_s")]
+    #[serde(default = "defaults::default_reprotect_lag_s")]
     pub lag_near_zero_s: f64,
 }
 
@@ -118,102 +117,6 @@ pub struct CheckedTable {
     pub database: Option<String>,
 }
 
-fn default_reprotect_timeout_s() -> u64 {
-    4 * 60 * 60
-}
-fn default_reprotect_lag_s() -> f64 {
-    1.0
-}
-
-/// The failback section is missing or does not fit the plan, or the
-/// values a failback must restore are not on record.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReverseError(pub String);
-
-impl fmt::Display for ReverseError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for ReverseError {}
-
-/// The writer endpoint's key in the primary record's `switch_previous`
-/// (what switch recorded before moving it).
-pub fn writer_lever(writer: &WriterEndpoint) -> String {
-    match writer {
-        WriterEndpoint::Cname {
-            hosted_zone_id,
-            name,
-            ..
-        } => format!("route53:{hosted_zone_id}:{name} CNAME (writer)"),
-        WriterEndpoint::SsmParameter { name, .. } => format!("ssm:{name} (writer)"),
-    }
-}
-
-impl Plan {
-    /// The plan seen from S after a failover: S is `primary`, P `standby`,
-    /// so a planned switchover in this plan moves back to P. The public
-    /// name's target is `failback.primary_target`, the writer endpoint's is
-    /// the value switch recorded before the failover moved it
-    /// (`previous`, the record's `switch_previous`), the canary reaches P
-    /// (`failback.canary_host`, or P's RDS endpoint), and the dependency
-    /// list (S's resources) is left out: it names nothing of P's.
-    pub fn reversed(
-        &self,
-        previous: &std::collections::BTreeMap<String, Option<String>>,
-    ) -> Result<Plan, ReverseError> {
-        let fb = self.failback.as_ref().ok_or_else(|| {
-            ReverseError("plan.failback is missing: it names P's public target (primary_target) and the tables to compare".into())
-        })?;
-        let mut out = self.clone();
-        std::mem::swap(&mut out.regions.primary, &mut out.regions.standby);
-        out.dns.standby_target = fb.primary_target.clone();
-        let lever = writer_lever(&self.dns.writer);
-        let before = match previous.get(&lever) {
-            Some(Some(v)) if !v.trim().is_empty() => v.clone(),
-            Some(_) => {
-                return Err(ReverseError(format!(
-                    "{lever} had no value before the failover (switch_previous records none): set the writer back by hand and give the plan's writer a value to restore"
-                )));
-            }
-            None => {
-                return Err(ReverseError(format!(
-                    "the writer endpoint's value before the failover is not on record (switch_previous has no {lever}): the failover did not move it, or ran before Handover recorded it"
-                )));
-            }
-        };
-        match &mut out.dns.writer {
-            WriterEndpoint::Cname { standby_target, .. } => *standby_target = before,
-            WriterEndpoint::SsmParameter { standby_value, .. } => *standby_value = before,
-        }
-        if let Canary::Postgres {
-            host,
-            port,
-            tls_server_name,
-            ..
-        } = &mut out.canary
-        {
-            if host.is_some() {
-                *host = Some(fb.canary_host.clone().ok_or_else(|| {
-                    ReverseError("plan.failback.canary_host is required: canary.postgres.host names a fixed address for S's database, so P's must be named too".into())
-                })?);
-                if let Some(p) = fb.canary_port {
-                    *port = p;
-                }
-            }
-            // The name the plan pinned is S's; the default is the promoted
-            // instance's own endpoint, which is P's in this plan.
-            *tls_server_name = None;
-        }
-        out.dependencies.clear();
-        // The compute named is S's; P's side after the trip is not described.
-        out.capacity = Capacity::default();
-        out.failback = None;
-        Ok(out)
-    }
-}
-
 /// A planned switchover's catch-up: after the fence stops P's writes,
 /// promotion waits until S has replayed all of P's WAL, held for
 /// `settle_s`, and gives up (P is unfenced) after `timeout_s`.
@@ -221,34 +124,24 @@ impl Plan {
 #[serde(deny_unknown_fields)]
 pub struct SwitchoverPolicy {
     /// How long the caught-up condition must hold, seconds.
-    #[serde(default = "default_settle_s")]
+    #[serde(default = "defaults::default_settle_s")]
     pub settle_s: u64,
     /// How long to wait for it before stopping, seconds.
-    #[serde(default = "default_catch_up_timeout_s")]
+    #[serde(default = "defaults::default_catch_up_timeout_s")]
     pub timeout_s: u64,
     /// Pause between two readings, seconds.
-    #[serde(default = "default_catch_up_poll_s")]
+    #[serde(default = "defaults::default_catch_up_poll_s")]
     pub poll_s: u64,
 }
 
 impl Default for SwitchoverPolicy {
     fn default() -> Self {
         SwitchoverPolicy {
-            settle_s: default_settle_s(),
-            timeout_s: default_catch_up_timeout_s(),
-            poll_s: default_catch_up_poll_s(),
+            settle_s: defaults::default_settle_s(),
+            timeout_s: defaults::default_catch_up_timeout_s(),
+            poll_s: defaults::default_catch_up_poll_s(),
         }
     }
-}
-
-fn default_settle_s() -> u64 {
-    5
-}
-fn default_catch_up_timeout_s() -> u64 {
-    120
-}
-fn default_catch_up_poll_s() -> u64 {
-    2
 }
 
 /// An IAM role or user allowed to decide by CLI.
@@ -380,7 +273,7 @@ pub struct Database {
     #[serde(default)]
     pub standby_cluster_arn: Option<String>,
     /// Backup retention set on the promoted instance, in days (1..=35).
-    #[serde(default = "default_backup_retention")]
+    #[serde(default = "defaults::default_backup_retention")]
     pub backup_retention_days: i32,
 }
 
@@ -407,7 +300,7 @@ pub struct Dns {
     /// The target the public name must answer with once S serves (for `verify`).
     pub standby_target: String,
     /// Health path on the public name for the read check.
-    #[serde(default = "default_health_path")]
+    #[serde(default = "defaults::default_health_path")]
     pub health_path: String,
     /// Where the app finds its writer.
     pub writer: WriterEndpoint,
@@ -512,17 +405,17 @@ pub enum Canary {
         #[serde(default)]
         host: Option<String>,
         /// Port.
-        #[serde(default = "default_pg_port")]
+        #[serde(default = "defaults::default_pg_port")]
         port: u16,
         /// Database name.
         database: String,
         /// Secret with `username` and `password`.
         secret_arn: String,
         /// Canary table, created if missing.
-        #[serde(default = "default_canary_table")]
+        #[serde(default = "defaults::default_canary_table")]
         table: String,
         /// Require TLS (on in AWS; off for a local PostgreSQL).
-        #[serde(default = "default_true")]
+        #[serde(default = "defaults::default_true")]
         require_tls: bool,
         /// Secret whose SecretString is the PEM bundle of the CA to trust
         /// (for RDS, the Region's bundle from the RDS documentation).
@@ -575,18 +468,18 @@ pub struct Approver {
 #[serde(deny_unknown_fields)]
 pub struct Targets {
     /// Recovery time objective, seconds.
-    #[serde(default = "default_rto")]
+    #[serde(default = "defaults::default_rto")]
     pub rto_s: u64,
     /// Recovery point objective, seconds.
-    #[serde(default = "default_rpo")]
+    #[serde(default = "defaults::default_rpo")]
     pub rpo_s: u64,
 }
 
 impl Default for Targets {
     fn default() -> Self {
         Self {
-            rto_s: default_rto(),
-            rpo_s: default_rpo(),
+            rto_s: defaults::default_rto(),
+            rpo_s: defaults::default_rpo(),
         }
     }
 }
@@ -596,16 +489,16 @@ impl Default for Targets {
 #[serde(deny_unknown_fields)]
 pub struct Detection {
     /// Consecutive failing ticks before a failover starts (K).
-    #[serde(default = "default_k")]
+    #[serde(default = "defaults::default_k")]
     pub failures_to_trigger: u32,
     /// How the signals combine into one verdict.
     #[serde(default)]
     pub rule: DetectionRule,
     /// Timeout of the HTTPS probe, milliseconds.
-    #[serde(default = "default_probe_timeout")]
+    #[serde(default = "defaults::default_probe_timeout")]
     pub probe_timeout_ms: u64,
     /// The health check counts as failing below this share of healthy checkers.
-    #[serde(default = "default_healthy_share")]
+    #[serde(default = "defaults::default_healthy_share")]
     pub healthy_share_below: f64,
     /// Optional CloudWatch alarm (in us-east-1 for Route 53 metrics).
     #[serde(default)]
@@ -615,10 +508,10 @@ pub struct Detection {
 impl Default for Detection {
     fn default() -> Self {
         Self {
-            failures_to_trigger: default_k(),
+            failures_to_trigger: defaults::default_k(),
             rule: DetectionRule::default(),
-            probe_timeout_ms: default_probe_timeout(),
-            healthy_share_below: default_healthy_share(),
+            probe_timeout_ms: defaults::default_probe_timeout(),
+            healthy_share_below: defaults::default_healthy_share(),
             alarm: None,
         }
     }
@@ -642,7 +535,7 @@ pub struct AlarmSignal {
     /// Alarm name.
     pub name: String,
     /// Region of the alarm; Route 53 health-check alarms live in us-east-1.
-    #[serde(default = "default_alarm_region")]
+    #[serde(default = "defaults::default_alarm_region")]
     pub region: String,
 }
 
@@ -651,38 +544,38 @@ pub struct AlarmSignal {
 #[serde(deny_unknown_fields)]
 pub struct Timings {
     /// How long a person has to decide, seconds.
-    #[serde(default = "default_approval_timeout")]
+    #[serde(default = "defaults::default_approval_timeout")]
     pub approval_timeout_s: u64,
     /// Wait between promotion status polls, seconds.
-    #[serde(default = "default_poll")]
+    #[serde(default = "defaults::default_poll")]
     pub promotion_poll_s: u64,
     /// Polls before promotion counts as stuck.
-    #[serde(default = "default_max_polls")]
+    #[serde(default = "defaults::default_max_polls")]
     pub promotion_max_polls: u32,
     /// Deadline for verify's checks, seconds.
-    #[serde(default = "default_verify_deadline")]
+    #[serde(default = "defaults::default_verify_deadline")]
     pub verify_deadline_s: u64,
     /// Lease of the failover lock, seconds.
-    #[serde(default = "default_lease")]
+    #[serde(default = "defaults::default_lease")]
     pub lock_lease_s: u64,
     /// Quiet period after a run before another may start, seconds.
-    #[serde(default = "default_cooldown")]
+    #[serde(default = "defaults::default_cooldown")]
     pub cooldown_s: u64,
     /// Budget for one diagnose snapshot call, milliseconds.
-    #[serde(default = "default_call_budget")]
+    #[serde(default = "defaults::default_call_budget")]
     pub call_timeout_ms: u64,
 }
 
 impl Default for Timings {
     fn default() -> Self {
         Self {
-            approval_timeout_s: default_approval_timeout(),
-            promotion_poll_s: default_poll(),
-            promotion_max_polls: default_max_polls(),
-            verify_deadline_s: default_verify_deadline(),
-            lock_lease_s: default_lease(),
-            cooldown_s: default_cooldown(),
-            call_timeout_ms: default_call_budget(),
+            approval_timeout_s: defaults::default_approval_timeout(),
+            promotion_poll_s: defaults::default_poll(),
+            promotion_max_polls: defaults::default_max_polls(),
+            verify_deadline_s: defaults::default_verify_deadline(),
+            lock_lease_s: defaults::default_lease(),
+            cooldown_s: defaults::default_cooldown(),
+            call_timeout_ms: defaults::default_call_budget(),
         }
     }
 }
@@ -695,17 +588,17 @@ pub struct FencePolicy {
     #[serde(default)]
     pub on_unconfirmed: OnUnconfirmed,
     /// Bound on the fence's RDS calls, milliseconds.
-    #[serde(default = "default_call_budget")]
+    #[serde(default = "defaults::default_call_budget")]
     pub timeout_ms: u64,
     /// How long the fence waits for RDS to apply the change, seconds: the
     /// fence is confirmed only when the deny-all group alone is `active`
     /// (a new group shows `adding`, the old ones `removing`, meanwhile).
-    #[serde(default = "default_fence_confirm_s")]
+    #[serde(default = "defaults::default_fence_confirm_s")]
     pub confirm_s: u64,
     /// End P's open sessions once the deny-all group is active, by
     /// rebooting P (rds:RebootDBInstance): a security group refuses new
     /// connections only, and a pool's open connections would keep writing.
-    #[serde(default = "default_true")]
+    #[serde(default = "defaults::default_true")]
     pub end_sessions: bool,
 }
 
@@ -713,16 +606,12 @@ pub struct FencePolicy {
 /// fence's Lambda timeout is 300 s and its calls need their own budget.
 pub const MAX_FENCE_CONFIRM_S: u64 = 240;
 
-fn default_fence_confirm_s() -> u64 {
-    180
-}
-
 impl Default for FencePolicy {
     fn default() -> Self {
         Self {
             on_unconfirmed: OnUnconfirmed::default(),
-            timeout_ms: default_call_budget(),
-            confirm_s: default_fence_confirm_s(),
+            timeout_ms: defaults::default_call_budget(),
+            confirm_s: defaults::default_fence_confirm_s(),
             end_sessions: true,
         }
     }
@@ -752,7 +641,7 @@ pub struct ReportTarget {
     #[serde(default)]
     pub bucket: String,
     /// Key prefix; reports go to `<prefix><incident>/`.
-    #[serde(default = "default_report_prefix")]
+    #[serde(default = "defaults::default_report_prefix")]
     pub prefix: String,
 }
 
@@ -769,7 +658,7 @@ pub struct Explain {
     pub region: Option<String>,
     /// Time budget, milliseconds (at most 20 000: diagnose must finish well
     /// within its Lambda timeout).
-    #[serde(default = "default_explain_budget")]
+    #[serde(default = "defaults::default_explain_budget")]
     pub timeout_ms: u64,
 }
 
@@ -913,67 +802,6 @@ pub struct EksNodeGroupMinimum {
     pub min_nodes: u32,
 }
 
-fn default_backup_retention() -> i32 {
-    7
-}
-fn default_health_path() -> String {
-    "/health".into()
-}
-fn default_pg_port() -> u16 {
-    5432
-}
-fn default_canary_table() -> String {
-    "handover_canary".into()
-}
-fn default_true() -> bool {
-    true
-}
-fn default_rto() -> u64 {
-    15 * 60
-}
-fn default_rpo() -> u64 {
-    60
-}
-fn default_k() -> u32 {
-    3
-}
-fn default_probe_timeout() -> u64 {
-    3_000
-}
-fn default_healthy_share() -> f64 {
-    0.5
-}
-fn default_alarm_region() -> String {
-    "us-east-1".into()
-}
-fn default_approval_timeout() -> u64 {
-    15 * 60
-}
-fn default_poll() -> u64 {
-    30
-}
-fn default_max_polls() -> u32 {
-    60
-}
-fn default_verify_deadline() -> u64 {
-    300
-}
-fn default_lease() -> u64 {
-    2 * 60 * 60
-}
-fn default_cooldown() -> u64 {
-    30 * 60
-}
-fn default_call_budget() -> u64 {
-    5_000
-}
-fn default_explain_budget() -> u64 {
-    8_000
-}
-fn default_report_prefix() -> String {
-    "reports/".into()
-}
-
 /// One problem with a plan, with the path of the field that has it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{path}: {problem}")]
@@ -1007,478 +835,6 @@ impl Plan {
         Ok(plan)
     }
 
-    /// Rules serde cannot express. The first broken rule is returned.
-    pub fn validate(&self) -> Result<(), PlanError> {
-        let bad = |path: &str, problem: &str| {
-            Err(PlanError {
-                path: format!("plan.{path}"),
-                problem: problem.into(),
-            })
-        };
-        non_empty(&self.version, "version")?;
-        non_empty(&self.service, "service")?;
-        // The execution name is `<service>-<region>-<T0>`, at most 80
-        // characters: a long service would truncate T0 away and make every
-        // incident's name the same.
-        // (Other characters become `-` in the name, so only the length counts.)
-        if self.service.chars().count() > MAX_SERVICE_LEN {
-            return bad(
-                "service",
-                &format!(
-                    "must be at most {MAX_SERVICE_LEN} characters: it starts every execution name, which holds at most 80"
-                ),
-            );
-        }
-        for (name, site) in [
-            ("primary", &self.regions.primary),
-            ("standby", &self.regions.standby),
-        ] {
-            let at = |f: &str| format!("regions.{name}.{f}");
-            non_empty(&site.region, &at("region"))?;
-            if !looks_like_region(&site.region) {
-                return bad(
-                    &at("region"),
-                    "not an AWS Region code (like ap-northeast-2)",
-                );
-            }
-            non_empty(&site.db_instance_id, &at("db_instance_id"))?;
-            url(&site.endpoint, &at("endpoint"))?;
-            non_empty(&site.health_check_id, &at("health_check_id"))?;
-            non_empty(
-                &site.fence_security_group_id,
-                &at("fence_security_group_id"),
-            )?;
-        }
-        if self.regions.primary.region == self.regions.standby.region {
-            return bad(
-                "regions.standby.region",
-                "must differ from regions.primary.region",
-            );
-        }
-        if self.database.kind == DatabaseKind::AuroraGlobal {
-            // Refused rather than accepted and failed later: diagnose reads a
-            // replication source Aurora members lack, the lag gate reads the
-            // per-instance ReplicaLag (Aurora's is the cluster-level
-            // AuroraGlobalDBReplicationLag), and the fence changes instance
-            // security groups (Aurora's belong to the cluster).
-            return bad(
-                "database.kind",
-                "aurora_global is not supported end to end yet (diagnose, the lag gate and the fence are written for RDS instances); use rds_instance",
-            );
-        }
-        if !(1..=35).contains(&self.database.backup_retention_days) {
-            return bad("database.backup_retention_days", "must be between 1 and 35");
-        }
-        non_empty(&self.dns.hosted_zone_id, "dns.hosted_zone_id")?;
-        non_empty(&self.dns.record_name, "dns.record_name")?;
-        non_empty(&self.dns.standby_target, "dns.standby_target")?;
-        if !self.dns.health_path.starts_with('/') {
-            return bad("dns.health_path", "must start with /");
-        }
-        if let Some(u) = &self.dns.read_url {
-            url(u, "dns.read_url")?;
-        }
-        if self.dns.record_type == RecordType::Alias
-            && self.dns.switch_mode == SwitchMode::RecordUpsert
-        {
-            return bad(
-                "dns.record_type",
-                "alias records cannot be switched by record_upsert (it writes a CNAME, and an alias needs the load balancer's own hosted zone id): use health_check_failover or routing_control with alias failover records",
-            );
-        }
-        if self.dns.switch_mode == SwitchMode::RoutingControl {
-            if self.dns.arc_cluster_endpoints.is_empty() {
-                return bad(
-                    "dns.arc_cluster_endpoints",
-                    "must name at least one cluster endpoint (required for switch_mode routing_control)",
-                );
-            }
-            for (i, e) in self.dns.arc_cluster_endpoints.iter().enumerate() {
-                url(
-                    &e.endpoint,
-                    &format!("dns.arc_cluster_endpoints.{i}.endpoint"),
-                )?;
-                non_empty(&e.region, &format!("dns.arc_cluster_endpoints.{i}.region"))?;
-            }
-            for (name, site) in [
-                ("primary", &self.regions.primary),
-                ("standby", &self.regions.standby),
-            ] {
-                if site
-                    .routing_control_arn
-                    .as_deref()
-                    .is_none_or(str::is_empty)
-                {
-                    return bad(
-                        &format!("regions.{name}.routing_control_arn"),
-                        "missing (required for switch_mode routing_control)",
-                    );
-                }
-            }
-        }
-        match &self.dns.writer {
-            WriterEndpoint::Cname {
-                hosted_zone_id,
-                name,
-                standby_target,
-            } => {
-                non_empty(hosted_zone_id, "dns.writer.cname.hosted_zone_id")?;
-                non_empty(name, "dns.writer.cname.name")?;
-                non_empty(standby_target, "dns.writer.cname.standby_target")?;
-            }
-            WriterEndpoint::SsmParameter {
-                name,
-                standby_value,
-            } => {
-                non_empty(name, "dns.writer.ssm_parameter.name")?;
-                non_empty(standby_value, "dns.writer.ssm_parameter.standby_value")?;
-            }
-        }
-        match &self.canary {
-            Canary::Postgres {
-                host,
-                database,
-                secret_arn,
-                table,
-                port,
-                require_tls,
-                ca_secret_arn,
-                tls_server_name,
-            } => {
-                if let Some(host) = host {
-                    non_empty(host, "canary.postgres.host")?;
-                }
-                if let Some(name) = tls_server_name {
-                    non_empty(name, "canary.postgres.tls_server_name")?;
-                }
-                match (require_tls, ca_secret_arn) {
-                    (true, None) => {
-                        return bad(
-                            "canary.postgres.ca_secret_arn",
-                            "required when require_tls is true: RDS certificates chain to the Amazon RDS CA, which no system store holds",
-                        );
-                    }
-                    (_, Some(arn)) => non_empty(arn, "canary.postgres.ca_secret_arn")?,
-                    (false, None) => {}
-                }
-                non_empty(database, "canary.postgres.database")?;
-                non_empty(secret_arn, "canary.postgres.secret_arn")?;
-                if *port == 0 {
-                    return bad("canary.postgres.port", "must be a TCP port (1-65535)");
-                }
-                if table.is_empty() || !table.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-                {
-                    return bad(
-                        "canary.postgres.table",
-                        "must be a plain SQL identifier ([A-Za-z0-9_]+)",
-                    );
-                }
-            }
-            Canary::Http { url: u } => url(u, "canary.http.url")?,
-        }
-        if let Some(t) = &self.rpo_table {
-            let ident = |s: &str| {
-                s.chars()
-                    .next()
-                    .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-                    && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-            };
-            let parts: Vec<&str> = t.table.split('.').collect();
-            if parts.len() > 2 || !parts.iter().all(|p| ident(p)) {
-                return bad(
-                    "rpo_table.table",
-                    "must be a plain SQL identifier, optionally schema-qualified ([A-Za-z_][A-Za-z0-9_]*, or schema.table)",
-                );
-            }
-            if !ident(&t.column) {
-                return bad(
-                    "rpo_table.column",
-                    "must be a plain SQL identifier ([A-Za-z_][A-Za-z0-9_]*)",
-                );
-            }
-            if let Some(db) = &t.database {
-                non_empty(db, "rpo_table.database")?;
-            }
-        }
-        if let Some(fb) = &self.failback {
-            non_empty(&fb.primary_target, "failback.primary_target")?;
-            if fb.primary_target.trim_end_matches('.')
-                == self.dns.standby_target.trim_end_matches('.')
-            {
-                return bad(
-                    "failback.primary_target",
-                    "must be P's target, not dns.standby_target (S's)",
-                );
-            }
-            let ident = |s: &str| {
-                s.chars()
-                    .next()
-                    .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-                    && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-            };
-            for (i, t) in fb.tables.iter().enumerate() {
-                let parts: Vec<&str> = t.table.split('.').collect();
-                if parts.len() > 2 || !parts.iter().all(|p| ident(p)) {
-                    return bad(
-                        &format!("failback.tables.{i}.table"),
-                        "must be a plain SQL identifier, optionally schema-qualified",
-                    );
-                }
-                if !ident(&t.key) {
-                    return bad(
-                        &format!("failback.tables.{i}.key"),
-                        "must be a plain SQL identifier ([A-Za-z_][A-Za-z0-9_]*)",
-                    );
-                }
-                if let Some(db) = &t.database {
-                    non_empty(db, &format!("failback.tables.{i}.database"))?;
-                }
-            }
-            // Without it, a canary with a fixed host still fails over; only
-            // the way back needs P's address (`Plan::reversed` says so).
-            if let Some(h) = &fb.canary_host {
-                non_empty(h, "failback.canary_host")?;
-            }
-            if fb.canary_port == Some(0) {
-                return bad("failback.canary_port", "must be a TCP port (1-65535)");
-            }
-            if fb.reprotect_timeout_s < 60 {
-                return bad("failback.reprotect_timeout_s", "must be at least 60");
-            }
-            if !(fb.lag_near_zero_s.is_finite() && fb.lag_near_zero_s >= 0.0) {
-                return bad(
-                    "failback.lag_near_zero_s",
-                    "must be a number of seconds, 0 or more",
-                );
-            }
-        }
-        let mut seen_arns = BTreeSet::new();
-        for (i, a) in self.cli_approvers.iter().enumerate() {
-            if iam_principal(&a.arn).is_none() {
-                return bad(
-                    &format!("cli_approvers.{i}.arn"),
-                    "must be an IAM role or user ARN (arn:aws:iam::<12-digit account>:role/Name or :user/Name)",
-                );
-            }
-            non_empty(&a.name, &format!("cli_approvers.{i}.name"))?;
-            if !seen_arns.insert(a.arn.as_str()) {
-                return bad(&format!("cli_approvers.{i}.arn"), "listed twice");
-            }
-        }
-        self.validate_capacity()?;
-        non_empty(&self.slack.channel, "slack.channel")?;
-        if self.slack.approvers.is_empty() {
-            return bad("slack.approvers", "must name at least one approver");
-        }
-        let mut seen = BTreeSet::new();
-        for (i, a) in self.slack.approvers.iter().enumerate() {
-            non_empty(&a.user_id, &format!("slack.approvers.{i}.user_id"))?;
-            non_empty(&a.name, &format!("slack.approvers.{i}.name"))?;
-            if !seen.insert(a.user_id.as_str()) {
-                return bad(&format!("slack.approvers.{i}.user_id"), "listed twice");
-            }
-        }
-        non_empty(
-            &self.slack.bot_token_secret_arn,
-            "slack.bot_token_secret_arn",
-        )?;
-        non_empty(&self.slack.signing_secret_arn, "slack.signing_secret_arn")?;
-        if self.targets.rto_s == 0 {
-            return bad("targets.rto_s", "must be at least 1");
-        }
-        if self.detection.failures_to_trigger == 0 {
-            return bad("detection.failures_to_trigger", "must be at least 1");
-        }
-        if self.detection.probe_timeout_ms == 0 {
-            return bad("detection.probe_timeout_ms", "must be at least 1");
-        }
-        if !(0.0..=1.0).contains(&self.detection.healthy_share_below) {
-            return bad("detection.healthy_share_below", "must be between 0 and 1");
-        }
-        let t = &self.timings;
-        for (v, name) in [
-            (t.approval_timeout_s, "approval_timeout_s"),
-            (t.promotion_poll_s, "promotion_poll_s"),
-            (t.verify_deadline_s, "verify_deadline_s"),
-            (t.lock_lease_s, "lock_lease_s"),
-            (t.call_timeout_ms, "call_timeout_ms"),
-        ] {
-            if v == 0 {
-                return bad(&format!("timings.{name}"), "must be at least 1");
-            }
-        }
-        if t.promotion_max_polls == 0 {
-            return bad("timings.promotion_max_polls", "must be at least 1");
-        }
-        if t.approval_timeout_s > 24 * 60 * 60 {
-            return bad(
-                "timings.approval_timeout_s",
-                "must be at most 86400 (a day)",
-            );
-        }
-        // The lock must outlive the run it guards, or a second execution can
-        // start beside a live one; the state machine's own TimeoutSeconds
-        // must outlive it too, or a healthy run is cut off.
-        // The fence may wait confirm_s for RDS on top of the timings' waits.
-        // A planned switchover also waits up to switchover.timeout_s for S
-        // to catch up: its lock lease is longer by that much
-        // ([`Plan::switchover_lease_s`]).
-        let sw = &self.switchover;
-        if sw.poll_s == 0 {
-            return bad("switchover.poll_s", "must be at least 1");
-        }
-        if sw.settle_s < sw.poll_s {
-            return bad(
-                "switchover.settle_s",
-                "must be at least poll_s: the condition must hold over two readings or more",
-            );
-        }
-        if sw.timeout_s < sw.settle_s.saturating_add(sw.poll_s) {
-            return bad(
-                "switchover.timeout_s",
-                "must be at least settle_s + poll_s: the condition must be able to hold for settle_s",
-            );
-        }
-        // P takes no writes while the catch-up waits; and each reading is
-        // a few history events (a run holds at most 25,000).
-        if sw.timeout_s > MAX_CATCH_UP_S {
-            return bad(
-                "switchover.timeout_s",
-                &format!("must be at most {MAX_CATCH_UP_S} s: P takes no writes while it waits"),
-            );
-        }
-        let worst = t.worst_case_run_s() + self.fence.confirm_s;
-        if t.lock_lease_s < worst {
-            return bad(
-                "timings.lock_lease_s",
-                &format!(
-                    "must be at least the longest run, {worst} s (approval_timeout_s + promotion_poll_s x promotion_max_polls + verify_deadline_s + fence.confirm_s + {RUN_MARGIN_S} s for the tasks)"
-                ),
-            );
-        }
-        if worst > MAX_RUN_S {
-            return bad(
-                "timings",
-                &format!(
-                    "the longest run is {worst} s, more than the state machine's TimeoutSeconds ({MAX_RUN_S} s)"
-                ),
-            );
-        }
-        if t.verify_deadline_s > MAX_VERIFY_DEADLINE_S {
-            return bad(
-                "timings.verify_deadline_s",
-                &format!(
-                    "must be at most {MAX_VERIFY_DEADLINE_S} (verify's Lambda timeout is 900 s)"
-                ),
-            );
-        }
-        if t.call_timeout_ms > MAX_CALL_TIMEOUT_MS {
-            return bad(
-                "timings.call_timeout_ms",
-                &format!(
-                    "must be at most {MAX_CALL_TIMEOUT_MS} (the steps' Lambda timeout is 60 s)"
-                ),
-            );
-        }
-        if self.fence.timeout_ms == 0 {
-            return bad("fence.timeout_ms", "must be at least 1");
-        }
-        if self.fence.confirm_s == 0 || self.fence.confirm_s > MAX_FENCE_CONFIRM_S {
-            return bad(
-                "fence.confirm_s",
-                &format!(
-                    "must be 1 to {MAX_FENCE_CONFIRM_S} (the fence's Lambda timeout is 300 s)"
-                ),
-            );
-        }
-        // The wait, plus the calls that may each take a whole budget past it
-        // (describe, modify, the last describe and reboot, the store writes).
-        if self.fence.confirm_s * 1000 + 8 * self.fence.timeout_ms > 290_000 {
-            return bad(
-                "fence",
-                "confirm_s plus eight calls of timeout_ms must fit in 290 s (the fence's Lambda timeout is 300 s)",
-            );
-        }
-        if let Some(x) = &self.explain {
-            non_empty(&x.model_id, "explain.model_id")?;
-            if let Some(r) = &x.region {
-                non_empty(r, "explain.region")?;
-            }
-            if x.timeout_ms == 0 || x.timeout_ms > EXPLAIN_MAX_TIMEOUT_MS {
-                return bad(
-                    "explain.timeout_ms",
-                    &format!("must be between 1 and {EXPLAIN_MAX_TIMEOUT_MS}"),
-                );
-            }
-        }
-        for (site, name) in [
-            (&self.regions.primary, "primary"),
-            (&self.regions.standby, "standby"),
-        ] {
-            for (i, arn) in site.target_group_arns.iter().enumerate() {
-                target_group_arn(arn, &site.region).map_err(|problem| PlanError {
-                    path: format!("plan.regions.{name}.target_group_arns[{i}]"),
-                    problem,
-                })?;
-            }
-        }
-        Ok(())
-    }
-
-    /// `capacity`: names given, minimums of at least 1, nothing twice.
-    fn validate_capacity(&self) -> Result<(), PlanError> {
-        let bad = |path: String, problem: &str| {
-            Err(PlanError {
-                path: format!("plan.capacity.{path}"),
-                problem: problem.into(),
-            })
-        };
-        let c = &self.capacity;
-        let mut seen = BTreeSet::new();
-        for (i, e) in c.ecs_services.iter().enumerate() {
-            non_empty(&e.cluster, &format!("capacity.ecs_services.{i}.cluster"))?;
-            non_empty(&e.service, &format!("capacity.ecs_services.{i}.service"))?;
-            if e.min_running == 0 {
-                return bad(
-                    format!("ecs_services.{i}.min_running"),
-                    "must be at least 1 (a minimum of 0 checks nothing)",
-                );
-            }
-            if !seen.insert(("ecs", e.cluster.as_str(), e.service.as_str())) {
-                return bad(format!("ecs_services.{i}"), "listed twice");
-            }
-        }
-        for (i, g) in c.auto_scaling_groups.iter().enumerate() {
-            non_empty(&g.name, &format!("capacity.auto_scaling_groups.{i}.name"))?;
-            if g.min_in_service == 0 {
-                return bad(
-                    format!("auto_scaling_groups.{i}.min_in_service"),
-                    "must be at least 1 (a minimum of 0 checks nothing)",
-                );
-            }
-            if !seen.insert(("asg", "", g.name.as_str())) {
-                return bad(format!("auto_scaling_groups.{i}"), "listed twice");
-            }
-        }
-        for (i, n) in c.eks_node_groups.iter().enumerate() {
-            non_empty(&n.cluster, &format!("capacity.eks_node_groups.{i}.cluster"))?;
-            non_empty(
-                &n.node_group,
-                &format!("capacity.eks_node_groups.{i}.node_group"),
-            )?;
-            if n.min_nodes == 0 {
-                return bad(
-                    format!("eks_node_groups.{i}.min_nodes"),
-                    "must be at least 1 (a minimum of 0 checks nothing)",
-                );
-            }
-            if !seen.insert(("eks", n.cluster.as_str(), n.node_group.as_str())) {
-                return bad(format!("eks_node_groups.{i}"), "listed twice");
-            }
-        }
-        Ok(())
-    }
-
     /// Is this user allowed to approve? Returns the approver's record.
     pub fn approver(&self, user_id: &str) -> Option<&Approver> {
         self.slack.approvers.iter().find(|a| a.user_id == user_id)
@@ -1501,58 +857,6 @@ impl Plan {
             .map(|a| a.name.as_str())
             .or_else(|| self.cli_approver(id).map(|a| a.name.as_str()))
     }
-}
-
-/// `arn:<partition>:elasticloadbalancing:<region>:<account>:targetgroup/<name>/<id>`,
-/// in the site's own Region.
-fn target_group_arn(arn: &str, region: &str) -> Result<(), String> {
-    let parts: Vec<&str> = arn.splitn(6, ':').collect();
-    let [a, _partition, service, arn_region, _account, resource] = parts.as_slice() else {
-        return Err(format!("{arn:?} is not an ARN"));
-    };
-    if *a != "arn" || *service != "elasticloadbalancing" || !resource.starts_with("targetgroup/") {
-        return Err(format!("{arn:?} is not a target group ARN"));
-    }
-    if arn_region != &region {
-        return Err(format!(
-            "{arn:?} is in {arn_region}, but this site is in {region}"
-        ));
-    }
-    Ok(())
-}
-
-fn non_empty(value: &str, path: &str) -> Result<(), PlanError> {
-    if value.trim().is_empty() {
-        return Err(PlanError {
-            path: format!("plan.{path}"),
-            problem: "must not be empty".into(),
-        });
-    }
-    Ok(())
-}
-
-fn url(value: &str, path: &str) -> Result<(), PlanError> {
-    non_empty(value, path)?;
-    if !(value.starts_with("https://") || value.starts_with("http://")) {
-        return Err(PlanError {
-            path: format!("plan.{path}"),
-            problem: "must be an http(s) URL".into(),
-        });
-    }
-    Ok(())
-}
-
-fn looks_like_region(r: &str) -> bool {
-    let parts: Vec<&str> = r.split('-').collect();
-    parts.len() >= 3
-        && parts.iter().all(|p| {
-            !p.is_empty()
-                && p.chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
-        })
-        && parts
-            .last()
-            .is_some_and(|p| p.chars().all(|c| c.is_ascii_digit()))
 }
 
 /// Turn serde's error into `plan.a.b.c: problem`.
@@ -1588,44 +892,20 @@ fn shape_error<E: fmt::Display>(err: serde_path_to_error::Error<E>) -> PlanError
     PlanError { path, problem }
 }
 
-/// Remove `//` comments that start outside strings; keeps line numbers.
-pub fn strip_comments(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut in_string = false;
-    let mut escaped = false;
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        if in_string {
-            out.push(c);
-            match (escaped, c) {
-                (true, _) => escaped = false,
-                (false, '\\') => escaped = true,
-                (false, '"') => in_string = false,
-                _ => {}
-            }
-        } else if c == '/' && chars.peek() == Some(&'/') {
-            for rest in chars.by_ref() {
-                if rest == '\n' {
-                    out.push('\n');
-                    break;
-                }
-            }
-        } else {
-            if c == '"' {
-                in_string = true;
-            }
-            out.push(c);
-        }
-    }
-    out
-}
-
 fn strip_position(msg: &str) -> String {
     match msg.find(" at line ") {
         Some(i) => msg[..i].to_string(),
         None => msg.to_string(),
     }
 }
+
+mod defaults;
+mod jsonc;
+mod reverse;
+mod validate;
+
+pub use jsonc::strip_comments;
+pub use reverse::{ReverseError, writer_lever};
 
 #[cfg(test)]
 mod tests;
