@@ -733,3 +733,43 @@ fn capacity_names_what_it_checks_with_a_minimum_of_at_least_one() {
     )]);
     assert!(plan.reversed(&previous).unwrap().capacity.is_empty());
 }
+
+/// Every key of `v`, at any depth.
+fn keys(v: &serde_json::Value, out: &mut std::collections::BTreeSet<String>) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m {
+                out.insert(k.clone());
+                keys(x, out);
+            }
+        }
+        serde_json::Value::Array(a) => a.iter().for_each(|x| keys(x, out)),
+        _ => {}
+    }
+}
+
+/// docs/reference/plan.md names every field a plan holds (as `field`, or
+/// as "field" inside a JSON shape): the example plan's and the drill
+/// plan's, read into the plan types and written back with every key they
+/// keep. A field added to the types and set in either plan fails here
+/// until the reference names it.
+#[test]
+fn the_plan_reference_names_every_field() {
+    let doc = include_str!("../../../docs/reference/plan.md");
+    for text in [
+        include_str!("../../../infra/plan.example.jsonc"),
+        include_str!("../../../drill/plan.json"),
+    ] {
+        let plan = Plan::from_json(text).expect("the plan parses");
+        let mut found = std::collections::BTreeSet::new();
+        keys(&serde_json::to_value(&plan).unwrap(), &mut found);
+        let missing: Vec<_> = found
+            .iter()
+            .filter(|k| !doc.contains(&format!("`{k}`")) && !doc.contains(&format!("\"{k}\"")))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "docs/reference/plan.md does not name {missing:?}"
+        );
+    }
+}
