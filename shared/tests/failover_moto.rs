@@ -1076,6 +1076,68 @@ async fn invalid_state_from_a_second_promotion_call_confirmed_by_rds_is_the_call
     );
 }
 
+/// A promoter for an attempt that overlaps another of the same run: Step
+/// Functions retried after Lambda.ClientExecutionTimeoutException while the
+/// first invocation still ran. The other attempt claims the promotion just
+/// after this one read the record (in `ready`), and its call goes out
+/// first, so RDS refuses this one while the describe lags behind.
+struct ClaimedMeanwhile {
+    store: Store,
+    execution: &'static str,
+}
+
+impl handover::failover::promote::ReplicaPromoter for ClaimedMeanwhile {
+    async fn ready(
+        &self,
+        _: std::time::Duration,
+    ) -> Result<Result<(), String>, handover::adapters::AwsError> {
+        let earlier = Utc::now() - chrono::Duration::seconds(1);
+        self.store
+            .claim_promotion(1, self.execution, (5.0, earlier), earlier)
+            .await
+            .expect("the other attempt claims");
+        Ok(Ok(()))
+    }
+    async fn promote(&self, _: std::time::Duration) -> Result<(), handover::adapters::AwsError> {
+        Err(handover::adapters::AwsError::Call {
+            service: "rds",
+            op: "PromoteReadReplica",
+            region: "ap-northeast-1".into(),
+            code: "InvalidDBInstanceState".into(),
+            transient: false,
+            source: "DB Instance is not a read replica.".into(),
+        })
+    }
+    async fn progress(
+        &self,
+        _: std::time::Duration,
+    ) -> Result<handover::failover::promote::PromotionProgress, handover::adapters::AwsError> {
+        unreachable!("start never polls")
+    }
+    async fn started(&self, _: std::time::Duration) -> Result<bool, handover::adapters::AwsError> {
+        Ok(false)
+    }
+}
+
+/// The overlapping attempt's refused call is retried (Handover.Transient),
+/// not fatal: the other attempt's call may be promoting S, and a Failed run
+/// would unfence P beside it. Nothing is recorded as called on inference.
+#[tokio::test]
+async fn a_refused_call_after_an_overlapping_attempts_claim_is_retried() {
+    let r = run(5.0).await;
+    let state = r.fenced("exec-overlap", false).await.unwrap();
+    let lag = CloudWatch::new(&r.aws, &r.plan.regions.standby.region).await;
+    let p = ClaimedMeanwhile {
+        store: r.store.clone(),
+        execution: "exec-overlap",
+    };
+    let e = start(&state, "exec-overlap", &r.store, &p, &lag, Utc::now)
+        .await
+        .expect_err("RDS refused this attempt's call");
+    assert_eq!(e.error_name(), ErrorName::Transient, "{e}");
+    assert!(r.transition().await.promote_called_at.is_none());
+}
+
 /// RDS applies a security-group change over seconds (the new group `adding`,
 /// the old `removing`): the fence is confirmed only once the deny-all group
 /// alone is `active`, and stays unconfirmed when RDS takes longer than the

@@ -553,7 +553,9 @@ fn caught_up(
 
 /// Claim the promotion for this epoch with `sample` as its loss, make the
 /// one call, and record that it went out. A claim that finds the call
-/// already made reports it; a refused call is read against RDS.
+/// already made reports it; a refused call is read against RDS, and is
+/// retried when this run claimed before (an earlier or an overlapping
+/// attempt), since its call may be what RDS refused for.
 #[allow(clippy::too_many_arguments)]
 async fn call_once<P: ReplicaPromoter>(
     epoch: i64,
@@ -565,13 +567,19 @@ async fn call_once<P: ReplicaPromoter>(
     budget: Duration,
     now: &impl Fn() -> DateTime<Utc>,
 ) -> Result<PromotionResult, StepError> {
+    let claim_at = now();
     let rec = claimed(
         store
-            .claim_promotion(epoch, execution, (sample.seconds, sample.at), now())
+            .claim_promotion(epoch, execution, (sample.seconds, sample.at), claim_at)
             .await?,
         "promote",
     )?;
     let tr = rec.transition.expect("a claimed record has a transition");
+    // The claim keeps its first time. Another time means another attempt of
+    // this run claimed after this one read the record: an overlapping retry
+    // (Step Functions retries a client-side timeout while the first
+    // invocation still runs), whose call may be in flight.
+    let claimed_before = claimed_before || tr.promote_claimed_at != Some(claim_at);
     let (rpo, at) = tr.rpo.unwrap_or((sample.seconds, sample.at));
     if let Some(called) = tr.promote_called_at {
         return Ok(promoting(
