@@ -271,11 +271,14 @@ fn task_function<'a>(template: &'a Value, state: &Value) -> Option<&'a Value> {
     resources.get(id)
 }
 
+/// Tasks on verify's 900 s function that bound themselves in the code
+/// well below it: the catch-up's one reading and the first write.
+const SHORTER_BY_DESIGN: [&str; 2] = ["CatchUp", "FirstWrite"];
+
 /// A task whose timeout equals its function's races it. When the state
 /// ends first, the run sees States.Timeout, which no retrier takes; the
 /// function's own timeout (Sandbox.Timedout) is retried. So a task lasts at
-/// least 10 s longer than its function, or is meant to be shorter and
-/// bounds itself (CatchUp and FirstWrite, on verify's 900 s function).
+/// least 10 s longer than its function, or is one of [`SHORTER_BY_DESIGN`].
 #[test]
 fn a_task_outlives_its_function_or_is_meant_to_be_shorter() {
     let template = handover_testkit::triggers::expanded_template();
@@ -290,9 +293,10 @@ fn a_task_outlives_its_function_or_is_meant_to_be_shorter() {
         let task = s["TimeoutSeconds"]
             .as_i64()
             .unwrap_or_else(|| panic!("{name}: no TimeoutSeconds"));
+        let meant_shorter = SHORTER_BY_DESIGN.contains(&name.as_str());
         assert!(
-            task >= lambda + 10 || task <= lambda - 10,
-            "{name}: TimeoutSeconds {task} races its function's Timeout {lambda}"
+            task >= lambda + 10 || (meant_shorter && task <= lambda - 10),
+            "{name}: TimeoutSeconds {task} against its function's Timeout {lambda}"
         );
         checked += 1;
     }

@@ -669,10 +669,10 @@ pub const MAX_RUN_S: u64 = 2 * 24 * 60 * 60;
 /// The longest a planned switchover's catch-up may wait: P takes no writes
 /// meanwhile.
 pub const MAX_CATCH_UP_S: u64 = 900;
-/// What a planned switchover spends in its readiness gate (120 s, up to
-/// five attempts, and about 300 s of waiting out a throttle) and its last
-/// catch-up reading (60 s), besides the waits.
-pub const SWITCHOVER_MARGIN_S: u64 = 5 * 120 + 300 + 60;
+/// What a planned switchover spends in its readiness gate (the Readiness
+/// task's 130 s, up to five attempts, and about 300 s of waiting out a
+/// throttle) and its last catch-up reading (60 s), besides the waits.
+pub const SWITCHOVER_MARGIN_S: u64 = 5 * 130 + 300 + 60;
 /// verify runs in one Lambda invocation (Timeout 900 s) with time to report.
 pub const MAX_VERIFY_DEADLINE_S: u64 = 840;
 /// One AWS call's budget inside a step whose Lambda timeout is 60 s.
