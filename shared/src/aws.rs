@@ -144,7 +144,9 @@ impl Aws {
 /// An S3 client for `config`. It addresses buckets as AWS recommends
 /// (virtual-hosted, `bucket.s3.<region>.amazonaws.com`) and path-style only
 /// under an endpoint override (`AWS_ENDPOINT_URL`, or S3's own
-/// `AWS_ENDPOINT_URL_S3`), where an emulator serves one host.
+/// `AWS_ENDPOINT_URL_S3`), where an emulator serves one host. An S3
+/// endpoint set only in a shared-config `services` section is not seen as
+/// an override: Handover's worlds set the variables.
 pub fn s3_client(config: &SdkConfig) -> aws_sdk_s3::Client {
     let overridden =
         config.endpoint_url().is_some() || std::env::var_os("AWS_ENDPOINT_URL_S3").is_some();

@@ -373,7 +373,6 @@ impl SlackApi {
     }
 }
 
-/// The bot token as an `Authorization` value, marked sensitive (never logged).
 /// Slack's error code, with the scopes it needed when it was
 /// `missing_scope` (the app was installed without them).
 fn api_error(answer: &Value) -> String {
@@ -387,6 +386,7 @@ fn api_error(answer: &Value) -> String {
     }
 }
 
+/// The bot token as an `Authorization` value, marked sensitive (never logged).
 fn bearer(token: &Secret, method: &'static str) -> Result<HeaderValue, SlackError> {
     let mut v = HeaderValue::from_str(&format!("Bearer {}", token.expose())).map_err(|_| {
         SlackError::Answer {
