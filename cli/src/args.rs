@@ -20,8 +20,9 @@ pub struct Cli {
 }
 
 /// The exit codes, as `--help` shows them (see `exit::Exit`).
-pub const EXIT_CODES: &str = "Exit codes: 0 done, 2 usage, 3 refused (nothing written), \
-4 an AWS call or the table failed (retry), 5 readiness found a check that fails.";
+pub const EXIT_CODES: &str = "Exit codes: 0 done, 2 usage, 3 refused (nothing written unless \
+the text says otherwise), 4 an AWS call or the table failed (retry), 5 readiness found a \
+check that fails.";
 
 /// Where the state table is.
 #[derive(Debug, Clone, Default, Args)]
@@ -143,7 +144,9 @@ pub enum Command {
     ///
     /// The request is signed with your credentials and decided on the
     /// server: the same single-use key as a click, your IAM principal
-    /// checked against the plan's cli_approvers.
+    /// checked against the plan's cli_approvers. Name the approval with
+    /// --key, --execution or --incident; with none of them, it is the
+    /// failover holding the lock in the table.
     Approve {
         #[command(flatten)]
         which: DecideArgs,
@@ -152,6 +155,10 @@ pub enum Command {
         accept_data_loss: bool,
     },
     /// Reject a waiting failover when Slack cannot.
+    ///
+    /// Decided on the server as approve is. Name the approval with --key,
+    /// --execution or --incident; with none of them, it is the failover
+    /// holding the lock in the table.
     Reject {
         #[command(flatten)]
         which: DecideArgs,
@@ -243,7 +250,6 @@ pub struct DecideArgs {
     /// Decide without asking to type the decision
     #[arg(long)]
     pub yes: bool,
-    /// With none of --key, --execution, --incident: the failover holding the lock in this table
     #[command(flatten)]
     pub at: TableArgs,
 }

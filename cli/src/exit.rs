@@ -14,7 +14,8 @@ pub enum Exit {
     /// The command line was wrong (clap's own errors use this code too).
     Usage = 2,
     /// Refused: the world is not as the plan says, or the operator did not
-    /// confirm. Nothing was written unless the text says otherwise.
+    /// confirm. Nothing was written unless the text says otherwise (a
+    /// decision whose key may have been consumed, a partial release).
     Refused = 3,
     /// An AWS call or the table failed. Retry.
     Failed = 4,
@@ -41,9 +42,11 @@ impl Exit {
     pub fn meaning(self) -> &'static str {
         match self {
             Exit::Done => "done",
-            Exit::Usage => "usage: the command line was wrong; nothing was read or written",
+            Exit::Usage => {
+                "usage: the command line or a value in it was wrong; nothing was written"
+            }
             Exit::Refused => {
-                "refused: the world is not as the plan says, or not confirmed; nothing was written"
+                "refused: the world is not as the plan says, or not confirmed; nothing was written unless the text says otherwise"
             }
             Exit::Failed => "failed: an AWS call or the table failed; retry",
             Exit::NotReady => "readiness found a check that fails",
