@@ -61,15 +61,26 @@ pub fn unique(prefix: &str) -> String {
 /// SDK clients pointed at the emulator.
 pub fn aws() -> Aws {
     let endpoint = endpoint();
-    // The SDK reads these; with-emulator.sh exports them, set them for direct runs too.
-    // SAFETY: tests set the same values; no other thread reads them differently.
-    unsafe {
-        std::env::set_var("AWS_ENDPOINT_URL", &endpoint);
-        if std::env::var("AWS_ACCESS_KEY_ID").is_err() {
-            std::env::set_var("AWS_ACCESS_KEY_ID", "test");
-            std::env::set_var("AWS_SECRET_ACCESS_KEY", "test");
+    // The SDK reads the endpoint and the credentials from the environment.
+    // with-emulator.sh exports both, so under `make test` nothing is
+    // written here: writing the environment while other test threads read
+    // it is a data race. A direct run with only HANDOVER_TEST_AWS_ENDPOINT
+    // set gets them written once, by the first caller.
+    static SET: std::sync::Once = std::sync::Once::new();
+    SET.call_once(|| {
+        let endpoint_set = std::env::var("AWS_ENDPOINT_URL").as_deref() == Ok(endpoint.as_str());
+        let keys_set = std::env::var("AWS_ACCESS_KEY_ID").is_ok();
+        // SAFETY: only in a direct run, once, before this caller builds a client.
+        unsafe {
+            if !endpoint_set {
+                std::env::set_var("AWS_ENDPOINT_URL", &endpoint);
+            }
+            if !keys_set {
+                std::env::set_var("AWS_ACCESS_KEY_ID", "test");
+                std::env::set_var("AWS_SECRET_ACCESS_KEY", "test");
+            }
         }
-    }
+    });
     Aws::new()
 }
 
