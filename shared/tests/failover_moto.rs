@@ -1003,6 +1003,19 @@ async fn an_unfence_p_refuses_releases_the_transition_and_the_sweep_finishes_it(
     );
 }
 
+/// RDS refusing PromoteReadReplica on an instance that is no longer a
+/// replica (RDS API Reference, PromoteReadReplica, "Errors").
+fn refused_as_not_a_replica() -> handover::adapters::AwsError {
+    handover::adapters::AwsError::Call {
+        service: "rds",
+        op: "PromoteReadReplica",
+        region: "ap-northeast-1".into(),
+        code: "InvalidDBInstanceState".into(),
+        transient: false,
+        source: "DB Instance is not a read replica.".into(),
+    }
+}
+
 /// A promoter whose answers are scripted, for the retry sequence moto
 /// cannot produce: a describe that lags behind an accepted call.
 struct Scripted {
@@ -1019,14 +1032,7 @@ impl handover::failover::promote::ReplicaPromoter for Scripted {
     }
     async fn promote(&self, _: std::time::Duration) -> Result<(), handover::adapters::AwsError> {
         *self.promote_calls.lock().unwrap() += 1;
-        Err(handover::adapters::AwsError::Call {
-            service: "rds",
-            op: "PromoteReadReplica",
-            region: "ap-northeast-1".into(),
-            code: "InvalidDBInstanceState".into(),
-            transient: false,
-            source: "DB Instance is not a read replica.".into(),
-        })
+        Err(refused_as_not_a_replica())
     }
     async fn progress(
         &self,
@@ -1099,14 +1105,7 @@ impl handover::failover::promote::ReplicaPromoter for ClaimedMeanwhile {
         Ok(Ok(()))
     }
     async fn promote(&self, _: std::time::Duration) -> Result<(), handover::adapters::AwsError> {
-        Err(handover::adapters::AwsError::Call {
-            service: "rds",
-            op: "PromoteReadReplica",
-            region: "ap-northeast-1".into(),
-            code: "InvalidDBInstanceState".into(),
-            transient: false,
-            source: "DB Instance is not a read replica.".into(),
-        })
+        Err(refused_as_not_a_replica())
     }
     async fn progress(
         &self,
