@@ -8,9 +8,10 @@
 //! `POST /actions/...` (response URLs) on a free 127.0.0.1 port, records every
 //! request, and can be told to fail the next calls (HTTP status, 429 with
 //! `Retry-After`, or a Slack `{"ok": false}` error). It grants the bot the
-//! scopes of the repository's app manifest ([`super::scopes`]) and answers a
-//! method those do not cover with `missing_scope`, as Slack does. [`serve`] is the small
-//! HTTP/1.1 server underneath; tests reuse it for other loopback endpoints.
+//! scopes of the repository's app manifest ([`super::scopes`]) and answers
+//! a method those do not cover with `missing_scope`, as Slack does.
+//! [`serve`] is the small HTTP/1.1 server underneath; tests reuse it for
+//! other loopback endpoints.
 
 use super::message::BLOCK_ACTIONS;
 use super::signing;
