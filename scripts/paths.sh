@@ -13,13 +13,14 @@ for line in sys.stdin:
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "paths":
         print(m["executable"])')
 [ -n "$bin" ] || { echo "could not find the paths test binary" >&2; exit 1; }
-# The path tests share one `cargo lambda watch` held in a static, which Rust
-# never drops: stop it (and the functions it started) when the binary is done.
+# The path tests share one `cargo lambda watch` per function, held in a
+# static, which Rust never drops: stop them (and the functions they started)
+# when the binary is done. SIGTERM to all first, then wait for each.
 pidfile=$(mktemp)
 stop_lambdas() {
   local pid
+  while read -r pid; do kill -TERM "$pid" 2>/dev/null || true; done < "$pidfile"
   while read -r pid; do
-    kill -TERM "$pid" 2>/dev/null || continue
     for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     kill -KILL -- "-$pid" 2>/dev/null || true
   done < "$pidfile"

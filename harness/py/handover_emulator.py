@@ -35,7 +35,9 @@ One process, two listeners on 127.0.0.1:
   - everything else goes to moto unchanged.
 
 Control endpoints (JSON): ``POST /_handover/faults``, ``POST /_handover/health``,
-``POST /_handover/lambda`` (``{"upstream": "http://127.0.0.1:PORT"}``),
+``POST /_handover/lambda`` (``{"upstream": "http://127.0.0.1:PORT"}`` for every
+function, or ``{"upstreams": {"<binary>": "http://127.0.0.1:PORT"}}``, one
+runtime per function: a function not named there is not found, as in Lambda),
 ``POST /_handover/apigw`` (``{"routes": [{"method", "path", "function", "auth"}]}``),
 ``POST /_handover/maintenance`` (``{"<db id>": [pending actions]}``: RDS's
 DescribePendingMaintenanceActions, which moto lacks),
@@ -635,6 +637,8 @@ class World:
     def __init__(self, moto_port: int, lambda_upstream: str | None) -> None:
         self.moto_port = moto_port
         self.lambda_upstream = lambda_upstream
+        # Function (binary) name -> its own runtime; set, it replaces the above.
+        self.lambda_upstreams: dict[str, str] = {}
         self.lock = threading.Lock()
         # "service:region" (or "service:*") -> {"mode": "timeout"|"error", "seconds": n,
         #   "count": n (only the next n calls), "caller": function name (only its calls),
@@ -1304,10 +1308,17 @@ def make_handler(world: World):
 
         def _lambda(self, name: str, body: bytes) -> tuple[int, bytes, dict]:
             """Invoke `name` as Lambda's Invoke API answers: (status, body, headers)."""
-            if not world.lambda_upstream:
+            with world.lock:
+                upstream = world.lambda_upstreams.get(name) if world.lambda_upstreams else world.lambda_upstream
+            if world.lambda_upstreams and not upstream:
+                # Lambda's answer for a function that does not exist (Lambda
+                # API Reference, Invoke: ResourceNotFoundException, 404).
+                return 404, json.dumps({"Type": "User", "message": f"Function not found: {name}"}).encode(), \
+                    {"Content-Type": "application/json", "x-amzn-ErrorType": "ResourceNotFoundException"}
+            if not upstream:
                 return 502, json.dumps({"Type": "Service", "message": "no lambda upstream configured"}).encode(), \
                     {"Content-Type": "application/json"}
-            up = urllib.parse.urlparse(world.lambda_upstream)
+            up = urllib.parse.urlparse(upstream)
             started = time.time()
             with world.lock:
                 world.calls.append({"service": "lambda", "region": "", "action": f"Invoke:{name}", "t": started})
@@ -1525,7 +1536,8 @@ def make_handler(world: World):
             if path == "/_handover/lambda" and method == "POST":
                 with world.lock:
                     world.lambda_upstream = doc.get("upstream")
-                return self._json(200, {"upstream": world.lambda_upstream})
+                    world.lambda_upstreams = dict(doc.get("upstreams") or {})
+                return self._json(200, {"upstream": world.lambda_upstream, "upstreams": world.lambda_upstreams})
             if path == "/_handover/apigw" and method == "POST":
                 # {"routes": [{"method": "POST", "path": "/decisions",
                 # "function": "slack", "auth": "AWS_IAM", "region": the

@@ -1,21 +1,23 @@
 //! The real function binaries behind `cargo lambda watch`, wired to the router.
 //!
-//! [`Lambdas::start`] spawns `cargo lambda watch` on a free 127.0.0.1 port with
-//! the environment the functions read in AWS (table, Region, plan, Slack API
-//! base, state machine), and tells the router to send moto's Lambda
-//! invocations there. Dropping it kills the process group.
+//! [`Lambdas::start`] runs one `cargo lambda watch` per function in the
+//! template, each on its own 127.0.0.1 port, with exactly the environment
+//! the expanded template gives that function, plus the endpoints the
+//! harness overrides (the emulator's, the Slack stand-in's), test
+//! credentials and the log level. It tells the router which port serves
+//! which function. A function that reads a variable its template entry
+//! lacks finds it unset here, as it would in AWS. Dropping it kills the
+//! process groups.
 
 use crate::process::workspace_root;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A running `cargo lambda watch`.
+/// The running functions: one `cargo lambda watch` each.
 pub struct Lambdas {
-    child: Child,
-    /// `http://127.0.0.1:PORT`.
-    pub url: String,
-    /// Where its output goes.
+    children: Vec<Child>,
+    /// Where their output goes: one file, every function's lines.
     pub log: PathBuf,
 }
 
@@ -27,90 +29,163 @@ fn free_port() -> u16 {
         .port()
 }
 
-impl Lambdas {
-    /// Start with `env` (plus the emulator endpoint and test credentials).
-    ///
-    /// Every variable the template gives any function must be in `env` (or
-    /// be one the harness sets itself): the functions run with what the
-    /// stack would give them, never less.
-    pub async fn start(env: &[(&str, String)]) -> Lambdas {
-        let harness_sets = ["RUST_LOG"];
-        let mut missing = std::collections::BTreeSet::new();
-        for (function, vars) in crate::triggers::function_environments() {
-            for name in vars.keys() {
-                if !harness_sets.contains(&name.as_str()) && !env.iter().any(|(k, _)| k == name) {
-                    missing.insert(format!("{name} ({function})"));
+/// What the harness adds to every function's environment: the emulator
+/// endpoint, credentials and Region, and the log level. Nothing else.
+fn harness_environment() -> [(&'static str, String); 5] {
+    [
+        ("AWS_ENDPOINT_URL", crate::endpoint()),
+        ("AWS_ACCESS_KEY_ID", "test".into()),
+        ("AWS_SECRET_ACCESS_KEY", "test".into()),
+        ("AWS_REGION", crate::TEST_REGION.into()),
+        ("RUST_LOG", "info".into()),
+    ]
+}
+
+/// What the harness may point elsewhere for every function, when `env`
+/// holds it: the Slack Web API's base (the stand-in, as `AWS_ENDPOINT_URL`
+/// points at the emulator) and the log level.
+const OVERRIDES: [&str; 2] = ["SLACK_API_BASE", "RUST_LOG"];
+
+/// One function of the template: its binary and the environment the
+/// template gives it, each value taken from `env`.
+struct Function {
+    binary: String,
+    env: Vec<(String, String)>,
+}
+
+/// Each function of the expanded template with its own environment.
+/// Every variable the template gives a function must be in `env` (or be
+/// one the harness sets): the functions run with what the stack would give
+/// them, never less and never more.
+fn functions(env: &[(&str, String)]) -> Vec<Function> {
+    let harness = harness_environment();
+    let mut missing = std::collections::BTreeSet::new();
+    let mut out = Vec::new();
+    for (logical, vars) in crate::triggers::function_environments() {
+        let mut own = Vec::new();
+        for name in vars.keys() {
+            if harness.iter().any(|(k, _)| k == name) {
+                continue;
+            }
+            match env.iter().find(|(k, _)| k == name) {
+                Some((_, v)) => own.push((name.clone(), v.clone())),
+                None => {
+                    missing.insert(format!("{name} ({logical})"));
                 }
             }
         }
-        assert!(
-            missing.is_empty(),
-            "the template gives the functions variables the harness does not: {missing:?}"
+        own.extend(
+            env.iter()
+                .filter(|(k, _)| OVERRIDES.contains(k))
+                .map(|(k, v)| ((*k).to_owned(), v.clone())),
         );
-        let root = workspace_root();
-        let port = free_port();
+        let binary = crate::triggers::binary_of(&logical);
+        out.push(Function { binary, env: own });
+    }
+    assert!(
+        missing.is_empty(),
+        "the template gives the functions variables the harness does not: {missing:?}"
+    );
+    out
+}
+
+/// Is `name` a variable some function could read from the harness's own
+/// environment? Those are removed, so that only the template's reach it.
+fn inherited_reads(name: &str) -> bool {
+    name.starts_with("HANDOVER_")
+        || name.starts_with("AWS_")
+        || ["PLAN_PARAMETER", "TABLE_NAME", "STATE_MACHINE_ARN"].contains(&name)
+        || crate::triggers::function_environments()
+            .iter()
+            .any(|(_, vars)| vars.contains_key(name))
+}
+
+impl Lambdas {
+    /// Start every function of the template with the environment the
+    /// template gives it, its values from `env`.
+    pub async fn start(env: &[(&str, String)]) -> Lambdas {
         let log = std::env::temp_dir().join(crate::unique("cargo-lambda-watch") + ".log");
-        let out = std::fs::File::create(&log).expect("log file");
-        let mut cmd = Command::new(root.join(".venv/bin/cargo-lambda"));
-        cmd.args([
-            "lambda",
-            "watch",
-            "--ignore-changes",
-            "-A",
-            "127.0.0.1",
-            "-P",
-            &port.to_string(),
-        ])
-        .current_dir(&root)
-        .env("AWS_ENDPOINT_URL", crate::endpoint())
-        .env("AWS_ACCESS_KEY_ID", "test")
-        .env("AWS_SECRET_ACCESS_KEY", "test")
-        .env("AWS_REGION", crate::TEST_REGION)
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::from(out.try_clone().expect("log")))
-        .stderr(Stdio::from(out))
-        .stdin(Stdio::null());
-        for (k, v) in env {
-            cmd.env(k, v);
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .expect("log file");
+        let mut children = Vec::new();
+        let mut upstreams = serde_json::Map::new();
+        let mut ports = Vec::new();
+        for f in functions(env) {
+            let port = free_port();
+            children.push(spawn_watch(&f, port, &out));
+            upstreams.insert(f.binary, format!("http://127.0.0.1:{port}").into());
+            ports.push(port);
         }
-        #[cfg(unix)]
-        {
-            use std::os::unix::process::CommandExt;
-            cmd.process_group(0);
-        }
-        let child = cmd
-            .spawn()
-            .expect("spawn cargo lambda watch (run `make venv`)");
-        // A Lambdas held in a static is never dropped: whoever runs the test
-        // binary can stop it by the pid written here (scripts/paths.sh does).
-        if let Some(file) = std::env::var_os("HANDOVER_LAMBDAS_PIDFILE") {
-            use std::io::Write;
-            let mut f = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(file)
-                .expect("HANDOVER_LAMBDAS_PIDFILE");
-            writeln!(f, "{}", child.id()).expect("write the pid file");
-        }
-        let url = format!("http://127.0.0.1:{port}");
+        let lambdas = Lambdas { children, log };
         let start = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                start.elapsed() < Duration::from_secs(120),
-                "cargo lambda watch did not listen within 120 s; see {}",
-                log.display()
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
+        for port in ports {
+            while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+                assert!(
+                    start.elapsed() < Duration::from_secs(120),
+                    "cargo lambda watch did not listen within 120 s; see {}",
+                    lambdas.log.display()
+                );
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
         }
-        crate::control("lambda", serde_json::json!({ "upstream": url })).await;
+        crate::control("lambda", serde_json::json!({ "upstreams": upstreams })).await;
         serve_iam_routes().await;
-        Lambdas { child, url, log }
+        lambdas
     }
 
     /// The output so far (every function's logs).
     pub fn output(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
+}
+
+/// `cargo lambda watch` serving function `f` alone on `port`.
+fn spawn_watch(f: &Function, port: u16, out: &std::fs::File) -> Child {
+    let root = workspace_root();
+    let mut cmd = Command::new(root.join(".venv/bin/cargo-lambda"));
+    cmd.args([
+        "lambda",
+        "watch",
+        "--ignore-changes",
+        "-A",
+        "127.0.0.1",
+        "-P",
+        &port.to_string(),
+    ])
+    .current_dir(&root)
+    .stdout(Stdio::from(out.try_clone().expect("log")))
+    .stderr(Stdio::from(out.try_clone().expect("log")))
+    .stdin(Stdio::null());
+    for (k, _) in std::env::vars() {
+        if inherited_reads(&k) {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.envs(harness_environment());
+    cmd.envs(f.env.iter().map(|(k, v)| (k, v)));
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt;
+        cmd.process_group(0);
+    }
+    let child = cmd
+        .spawn()
+        .expect("spawn cargo lambda watch (run `make venv`)");
+    // A Lambdas held in a static is never dropped: whoever runs the test
+    // binary can stop it by the pids written here (scripts/paths.sh does).
+    if let Some(file) = std::env::var_os("HANDOVER_LAMBDAS_PIDFILE") {
+        use std::io::Write;
+        let mut pids = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(file)
+            .expect("HANDOVER_LAMBDAS_PIDFILE");
+        writeln!(pids, "{}", child.id()).expect("write the pid file");
+    }
+    child
 }
 
 /// Have the router serve the template's `AWS_IAM` routes as API Gateway
@@ -127,17 +202,21 @@ pub async fn serve_iam_routes() {
 impl Drop for Lambdas {
     fn drop(&mut self) {
         // SIGTERM: cargo lambda stops the function processes it started.
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        for _ in 0..50 {
-            if matches!(self.child.try_wait(), Ok(Some(_))) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
+        for child in &self.children {
+            let _ = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status();
         }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        for child in &mut self.children {
+            for _ in 0..50 {
+                if matches!(child.try_wait(), Ok(Some(_))) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
 

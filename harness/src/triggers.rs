@@ -438,6 +438,15 @@ pub fn decision_url() -> String {
     format!("{}{}", crate::endpoint(), route.path)
 }
 
+/// The binary a function runs: its `Metadata.BuildProperties.Binary`,
+/// what `sam build` builds for it and its name in the local world.
+pub fn binary_of(function: &str) -> String {
+    resources()[function]["Metadata"]["BuildProperties"]["Binary"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{function} has no Metadata.BuildProperties.Binary"))
+        .to_owned()
+}
+
 /// Every function's `Environment.Variables` in the expanded template, by
 /// logical id.
 pub fn function_environments() -> Vec<(String, Map<String, Value>)> {
