@@ -1003,6 +1003,86 @@ async fn an_unfence_p_refuses_releases_the_transition_and_the_sweep_finishes_it(
     );
 }
 
+/// Found by review: the sweep read "no transition" and then restored P's
+/// groups; a fence that began in between was undone by the sweep's call,
+/// which landed after it. The sweep now claims the restoring first, and a
+/// fence waits for that claim to end. Here the sweep's ModifyDBInstance
+/// takes 3 s and a fence begins 1 s into it.
+#[tokio::test]
+async fn the_sweep_never_undoes_a_fence_that_began_while_it_unfenced_p() {
+    use handover::failover::compensate::compensate;
+    let r = run(5.0).await;
+    let p = r.plan.regions.primary.clone();
+    let before = handover_testkit::world::p_security_groups(&r.aws, &r.plan).await;
+    r.fenced("exec-1", false).await.unwrap();
+    let refuse = unique("refuse-unfence");
+    handover_testkit::add_fault_rules(json!([{"id": refuse, "mode": "error", "status": 400,
+        "code": "InvalidVPCNetworkStateFault", "message": "injected", "service": "rds",
+        "action": "ModifyDBInstance", "target": p.db_instance_id}]))
+    .await;
+    let (p_rds, s_rds) = (r.p_rds().await, r.s_rds().await);
+    compensate(
+        &r.plan,
+        &r.store,
+        "exec-1",
+        None,
+        &p_rds,
+        &s_rds,
+        Utc::now(),
+    )
+    .await;
+    handover_testkit::remove_fault_rules(&[&refuse]).await;
+    let rec = r.store.primary().await.unwrap().unwrap();
+    assert_eq!(rec.unfence_pending.as_ref(), Some(&before), "P left fenced");
+
+    let slow = unique("slow-unfence");
+    handover_testkit::add_fault_rules(json!([{"id": slow, "mode": "latency", "seconds": 3,
+        "count": 1, "service": "rds", "action": "ModifyDBInstance", "target": p.db_instance_id}]))
+    .await;
+    let deps = handover::report::audit::AuditDeps {
+        aws: std::sync::Arc::new(handover_testkit::aws()),
+        store: r.store.clone(),
+        slack: None,
+    };
+    let sfn = handover::report::sources::SfnHistory::new(&r.aws, "ap-northeast-1").await;
+    let none = "arn:aws:states:ap-northeast-1:123456789012:stateMachine:handover-none";
+    let (swept, fenced) = tokio::join!(
+        handover::report::sweep::sweep(&deps, &sfn, none, Utc::now()),
+        async {
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            r.fenced("exec-2", false).await
+        }
+    );
+    handover_testkit::remove_fault_rules(&[&slow]).await;
+    swept.unwrap();
+    let fence: handover::execution::FenceResult = fenced.unwrap().require("fence").unwrap();
+    assert_eq!(
+        fence.outcome,
+        handover::execution::FenceOutcome::Confirmed,
+        "{}",
+        fence.detail
+    );
+    assert_eq!(
+        handover_testkit::world::p_security_groups(&r.aws, &r.plan).await,
+        vec![p.fence_security_group_id.clone()],
+        "P is fenced at the end: the sweep's late call did not undo the fence"
+    );
+    assert_eq!(
+        fence.previous_security_groups, before,
+        "failback restores P's own groups"
+    );
+    let rec = r.store.primary().await.unwrap().unwrap();
+    assert_eq!(
+        rec.transition.map(|t| t.execution).as_deref(),
+        Some("exec-2")
+    );
+    assert_eq!(
+        rec.unfence_pending, None,
+        "the sweep finished before the fence"
+    );
+    assert_eq!(rec.unfencing, None, "and ended its claim");
+}
+
 /// RDS refusing PromoteReadReplica on an instance that is no longer a
 /// replica (RDS API Reference, PromoteReadReplica, "Errors").
 fn refused_as_not_a_replica() -> handover::adapters::AwsError {

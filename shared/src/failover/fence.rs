@@ -13,6 +13,7 @@ use crate::adapters::{AwsError, bounded, call_error};
 use crate::execution::{ExecutionState, FenceOutcome, FenceResult};
 use crate::plan::OnUnconfirmed;
 use crate::store::Store;
+use crate::store::primary::{TransitionOutcome, UNFENCE_LEASE};
 use chrono::{DateTime, Utc};
 use std::time::Duration;
 use tracing::{info, instrument, warn};
@@ -147,11 +148,8 @@ pub async fn fence<F: DbFencer + Sync>(
     let fence_group = site.fence_security_group_id.clone();
     let budget = Duration::from_millis(plan.fence.timeout_ms);
     let policy = plan.fence.on_unconfirmed;
-    let started_at = now();
     let rec = claimed(
-        store
-            .begin_fencing(epoch, execution, &plan.regions.standby.region, started_at)
-            .await?,
+        begin(store, epoch, execution, &plan.regions.standby.region, &now).await?,
         "fence",
     )?;
     let tr = rec.transition.expect("a claimed record has a transition");
@@ -234,6 +232,35 @@ pub async fn fence<F: DbFencer + Sync>(
         epoch,
         detail,
     ))
+}
+
+/// Claim the transition for this fence. While audit's sweep holds its
+/// claim on restoring P's groups from an earlier fence (at most
+/// [`UNFENCE_LEASE`]), wait for it, reading again each second: the fence
+/// then finds P as the sweep left it, and the sweep cannot undo this fence.
+async fn begin(
+    store: &Store,
+    epoch: i64,
+    execution: &str,
+    to_region: &str,
+    now: &impl Fn() -> DateTime<Utc>,
+) -> Result<TransitionOutcome, StepError> {
+    let waited = std::time::Instant::now();
+    let most = (UNFENCE_LEASE + chrono::Duration::seconds(5))
+        .to_std()
+        .unwrap_or_default();
+    loop {
+        match store
+            .begin_fencing(epoch, execution, to_region, now())
+            .await?
+        {
+            TransitionOutcome::Unfencing { since } if waited.elapsed() < most => {
+                info!(%since, "audit's sweep is restoring P's groups: the fence waits for it");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            out => return Ok(out),
+        }
+    }
 }
 
 /// The fence's outcome as the transition records it. A retried fence

@@ -28,6 +28,10 @@ pub enum StepError {
     /// The world is not as this step needs it.
     #[error("precondition failed: {0}")]
     Precondition(String),
+    /// A short hold by someone else (audit's sweep restoring P's groups):
+    /// the state machine retries.
+    #[error("held: {0}")]
+    Held(String),
     /// Verification missed its deadline.
     #[error("verification failed: {0}")]
     VerifyFailed(String),
@@ -44,6 +48,7 @@ impl Classify for StepError {
         match self {
             StepError::Refused(_) => ErrorName::Refused,
             StepError::Precondition(_) => ErrorName::Precondition,
+            StepError::Held(_) => ErrorName::Transient,
             StepError::VerifyFailed(_) => ErrorName::VerifyFailed,
             StepError::Store(e) => e.error_name(),
             StepError::Aws(e) => e.error_name(),
@@ -66,6 +71,9 @@ pub(crate) fn claimed(
         ))),
         TransitionOutcome::Missing => Err(StepError::Precondition(format!(
             "{what}: the primary record is missing"
+        ))),
+        TransitionOutcome::Unfencing { since } => Err(StepError::Held(format!(
+            "{what}: audit's sweep has been restoring P's security groups since {since}"
         ))),
     }
 }

@@ -78,6 +78,7 @@ fn healthy(plan: &Plan) -> Snapshot {
             switch_previous: Default::default(),
             last_switch_previous: Default::default(),
             unfence_pending: None,
+            unfencing: None,
         })),
         lock: Ok(Some(LockState {
             holder: None,

@@ -44,35 +44,9 @@ pub async fn sweep<S: ExecutionHistory + ExecutionLookup>(
     if let Some(rec) = record.as_ref().filter(|r| r.transition.is_none())
         && let Some(groups) = &rec.unfence_pending
     {
-        use crate::failover::fence::DbFencer;
-        let p = crate::adapters::Rds::new(&deps.aws, &rec.region).await;
-        match p
-            .set_security_groups(
-                &rec.db_instance_id,
-                groups,
-                std::time::Duration::from_secs(10),
-            )
-            .await
-        {
-            Ok(()) => {
-                let cleared = deps.store.clear_unfence_pending(now).await?;
-                warn!(db = %rec.db_instance_id, ?groups, cleared, "the sweep unfenced P (its compensation could not)");
-                return Ok(AuditOutcome::Reconciled {
-                    execution: String::new(),
-                    compensation: crate::failover::compensate::Compensation::Released {
-                        restored_groups: Some(groups.clone()),
-                        detail: format!("the sweep restored P's security groups to {groups:?}"),
-                    },
-                });
-            }
-            // Still refused: say so, and go on to the sweep's other duties.
-            Err(e) => {
-                error!(db = %rec.db_instance_id, alert = true, error = %crate::error::chain(&e), "P is still fenced with nothing promoted");
-                notes.push(format!(
-                    "P is still fenced with nothing promoted and could not be unfenced ({}): restore its groups to {groups:?}",
-                    crate::error::chain(&e)
-                ));
-            }
+        match unfence(deps, rec, groups, now).await? {
+            Ok(done) => return Ok(done),
+            Err(note) => notes.push(note),
         }
     }
     let transition = record.and_then(|r| r.transition);
@@ -173,6 +147,55 @@ pub async fn sweep<S: ExecutionHistory + ExecutionLookup>(
             notes.join("; ")
         },
     })
+}
+
+/// Restore P's `groups` that compensation could not. The sweep first
+/// claims the restoring in the primary record: a fence that began before
+/// the claim makes it fail (P is left to that run), and a fence that comes
+/// after waits for the claim to end. So the sweep never undoes a fence.
+/// `Ok(outcome)` when P was unfenced; `Err(note)` when not.
+async fn unfence(
+    deps: &AuditDeps,
+    rec: &crate::store::primary::PrimaryRecord,
+    groups: &[String],
+    now: DateTime<Utc>,
+) -> Result<Result<AuditOutcome, String>, AuditError> {
+    use crate::failover::fence::DbFencer;
+    let Some(claimed_at) = deps.store.claim_unfence(groups, now).await? else {
+        info!(db = %rec.db_instance_id, "a fence began, or another sweep is unfencing P: P left to it");
+        return Ok(Err(
+            "P's pending unfence is left to the run or sweep that holds P now".into(),
+        ));
+    };
+    let p = crate::adapters::Rds::new(&deps.aws, &rec.region).await;
+    let budget = std::time::Duration::from_secs(10);
+    let set = p
+        .set_security_groups(&rec.db_instance_id, groups, budget)
+        .await;
+    let ended = deps
+        .store
+        .end_unfence(claimed_at, set.is_ok(), Utc::now())
+        .await?;
+    match set {
+        Ok(()) => {
+            warn!(db = %rec.db_instance_id, ?groups, ended, "the sweep unfenced P (its compensation could not)");
+            Ok(Ok(AuditOutcome::Reconciled {
+                execution: String::new(),
+                compensation: crate::failover::compensate::Compensation::Released {
+                    restored_groups: Some(groups.to_vec()),
+                    detail: format!("the sweep restored P's security groups to {groups:?}"),
+                },
+            }))
+        }
+        // Still refused: say so, and go on to the sweep's other duties.
+        Err(e) => {
+            error!(db = %rec.db_instance_id, alert = true, error = %crate::error::chain(&e), "P is still fenced with nothing promoted");
+            Ok(Err(format!(
+                "P is still fenced with nothing promoted and could not be unfenced ({}): restore its groups to {groups:?}",
+                crate::error::chain(&e)
+            )))
+        }
+    }
 }
 
 enum Ended {

@@ -98,7 +98,15 @@ pub struct PrimaryRecord {
     /// run holds a transition, and the next fence records these as P's
     /// previous groups instead of the deny-all group it finds.
     pub unfence_pending: Option<Vec<String>>,
+    /// When audit's sweep claimed the restoring of `unfence_pending`: while
+    /// it holds that claim ([`UNFENCE_LEASE`]), no fence begins, so the
+    /// sweep never undoes a fence that began in between.
+    pub unfencing: Option<DateTime<Utc>>,
 }
+
+/// How long the sweep's claim on restoring P's groups holds: longer than
+/// its ModifyDBInstance may take (a 10 s budget) and the writes around it.
+pub const UNFENCE_LEASE: chrono::Duration = chrono::Duration::seconds(30);
 
 /// Result of creating the record.
 // Returned once per call, never stored in bulk: the size difference is harmless.
@@ -130,6 +138,12 @@ pub enum TransitionOutcome {
     },
     /// The record does not exist (not provisioned).
     Missing,
+    /// Audit's sweep is restoring P's groups from an earlier fence (claimed
+    /// at `since`, held for [`UNFENCE_LEASE`]): the fence waits for it.
+    Unfencing {
+        /// When the sweep claimed it.
+        since: DateTime<Utc>,
+    },
 }
 
 /// Result of completing a promotion.
@@ -178,12 +192,15 @@ impl PrimaryRecord {
                 None | Some(AttributeValue::Null(_)) => None,
                 Some(_) => Some(a.strings("unfence_pending")?),
             },
+            unfencing: a.opt_time_ms("unfencing_ms")?,
         })
     }
 
     fn refusal(&self, expected_epoch: i64) -> TransitionOutcome {
         if self.epoch != expected_epoch {
             TransitionOutcome::EpochMoved { now: self.epoch }
+        } else if let (None, Some(since)) = (&self.transition, self.unfencing) {
+            TransitionOutcome::Unfencing { since }
         } else {
             TransitionOutcome::Busy {
                 execution: self
@@ -312,13 +329,15 @@ impl Store {
         ]));
         self.update_transition(
             "SET #t = if_not_exists(#t, :t), updated_ms = :now",
-            "epoch = :e AND (attribute_not_exists(#t) OR #t.execution = :x)",
+            "epoch = :e AND (attribute_not_exists(#t) OR #t.execution = :x) \
+             AND (attribute_not_exists(unfencing_ms) OR unfencing_ms < :stale)",
             expected_epoch,
             HashMap::from([
                 (":t".to_owned(), transition),
                 (":e".to_owned(), n(expected_epoch)),
                 (":x".to_owned(), s(execution)),
                 (":now".to_owned(), ms(now)),
+                (":stale".to_owned(), ms(now - UNFENCE_LEASE)),
             ]),
         )
         .await
@@ -469,6 +488,78 @@ impl Store {
             .await
             .map_err(|e| call_error("UpdateItem", PK, e))?;
         Ok(())
+    }
+
+    /// Audit's sweep claims the restoring of P's `groups` (still the
+    /// pending ones), while no run holds a transition and no other sweep's
+    /// claim is live. `Some(claimed_at)` when claimed; `None` when a fence
+    /// began first or another sweep holds it: then the sweep leaves P alone.
+    pub async fn claim_unfence(
+        &self,
+        groups: &[String],
+        now: DateTime<Utc>,
+    ) -> Result<Option<DateTime<Utc>>, StoreError> {
+        let res = self
+            .client()
+            .update_item()
+            .table_name(self.table())
+            .set_key(Some(Self::key(PK)))
+            .update_expression("SET unfencing_ms = :now, updated_ms = :now")
+            .condition_expression(
+                "attribute_exists(pk) AND attribute_not_exists(#t) AND unfence_pending = :g \
+                 AND (attribute_not_exists(unfencing_ms) OR unfencing_ms < :stale)",
+            )
+            .expression_attribute_names("#t", "transition")
+            .expression_attribute_values(
+                ":g",
+                AttributeValue::L(groups.iter().map(|g| s(g.as_str())).collect()),
+            )
+            .expression_attribute_values(":now", ms(now))
+            .expression_attribute_values(":stale", ms(now - UNFENCE_LEASE))
+            .send()
+            .await;
+        match res {
+            Ok(_) => Ok(Some(now)),
+            Err(e) => match conditional_old(&e) {
+                Some(_) => Ok(None),
+                None => Err(call_error("UpdateItem", PK, e)),
+            },
+        }
+    }
+
+    /// The sweep's claim of `claimed_at` ends: with P unfenced (`done`, the
+    /// pending groups forgotten too), or not (kept for the next sweep).
+    /// `false` when the claim had lapsed and a fence began since.
+    pub async fn end_unfence(
+        &self,
+        claimed_at: DateTime<Utc>,
+        done: bool,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let update = if done {
+            "SET updated_ms = :now REMOVE unfencing_ms, unfence_pending"
+        } else {
+            "SET updated_ms = :now REMOVE unfencing_ms"
+        };
+        let res = self
+            .client()
+            .update_item()
+            .table_name(self.table())
+            .set_key(Some(Self::key(PK)))
+            .update_expression(update)
+            .condition_expression("unfencing_ms = :c AND attribute_not_exists(#t)")
+            .expression_attribute_names("#t", "transition")
+            .expression_attribute_values(":c", ms(claimed_at))
+            .expression_attribute_values(":now", ms(now))
+            .send()
+            .await;
+        match res {
+            Ok(_) => Ok(true),
+            Err(e) => match conditional_old(&e) {
+                Some(_) => Ok(false),
+                None => Err(call_error("UpdateItem", PK, e)),
+            },
+        }
     }
 
     /// P was unfenced: forget the pending groups (only while no run holds a
