@@ -48,6 +48,21 @@ pub enum ConfigError {
     /// The plan disagrees with the stack.
     #[error(transparent)]
     Stack(#[from] crate::stack::Mismatch),
+    /// A read that did not answer within its budget.
+    #[error("{0} did not arrive within {1:?}")]
+    Timeout(&'static str, std::time::Duration),
+    /// A warm function's plan is too old to act on, and it cannot be read
+    /// again ([`crate::live_plan`]).
+    #[error(
+        "the plan was last read {age_s} s ago and cannot be read again: nothing is decided on it"
+    )]
+    StalePlan {
+        /// How old the copy is.
+        age_s: u64,
+        /// Why it cannot be read.
+        #[source]
+        source: Box<ConfigError>,
+    },
 }
 
 impl From<crate::stack::Unset> for ConfigError {
@@ -61,7 +76,9 @@ impl Classify for ConfigError {
         match self {
             ConfigError::PlanParameter {
                 transient: true, ..
-            } => ErrorName::Transient,
+            }
+            | ConfigError::Timeout(..) => ErrorName::Transient,
+            ConfigError::StalePlan { source, .. } => source.error_name(),
             ConfigError::Plan(_) | ConfigError::Stack(_) => ErrorName::InvalidInput,
             _ => ErrorName::Fatal,
         }

@@ -37,6 +37,7 @@ pub mod error;
 pub mod execution;
 pub mod failback;
 pub mod failover;
+pub mod live_plan;
 pub mod plan;
 pub mod public;
 pub mod readiness;

@@ -155,7 +155,13 @@ async fn a_principal_off_the_runs_plan_is_refused_and_shown_nothing() {
         arn: "arn:aws:iam::123456789012:role/developer".into(),
         name: "Developer".into(),
     });
-    assert!(w.deps.plan.cli_approver(MALLORY).is_none());
+    let deployed = w
+        .deps
+        .plan
+        .current(&handover::clock::SystemClock)
+        .await
+        .unwrap();
+    assert!(deployed.cli_approver(MALLORY).is_none());
     let forged = waiting(&w, &widened, false, 600).await;
     let (status, reply, _) = send(
         &w,
@@ -368,7 +374,7 @@ async fn the_slack_message_that_asked_is_updated_with_the_cli_decision() {
         .unwrap()
         .arn
         .unwrap();
-    w.deps.plan.slack.bot_token_secret_arn = arn;
+    w.deps.plan.plan_mut().slack.bot_token_secret_arn = arn;
     let run = waiting(&w, &plan_listing_oncall(), false, 600).await;
     // The question as the approval function posted it, and recorded.
     let asked = vec![
@@ -546,7 +552,7 @@ async fn the_cli_decides_when_the_slack_signing_secret_cannot_be_read() {
     let mut w = world().await;
     // The secret could not be read at cold start and still cannot.
     w.deps.signing_secret = tokio::sync::OnceCell::new();
-    w.deps.plan.slack.signing_secret_arn =
+    w.deps.plan.plan_mut().slack.signing_secret_arn =
         "arn:aws:secretsmanager:ap-northeast-1:123456789012:secret:handover/deleted-AbCdEf".into();
     let run = waiting(&w, &plan_listing_oncall(), false, 600).await;
     let click = w.click("U0ONCALL01", "T0TEAM0001", ACTION_APPROVE, &run.key);

@@ -16,8 +16,8 @@ use handover::approval::iam::{self, IamDecider};
 use handover::approval::{Config, Decider, SfnCallback, SignedRequest, TaskCallback};
 use handover::aws::Aws;
 use handover::clock::{Clock, SystemClock};
-use handover::config::PlanSource;
 use handover::error::{ErrorName, FunctionError, chain, parse_event};
+use handover::live_plan::{LivePlan, PlanReader, StackPlan};
 use handover::plan::Plan;
 use handover::report::sources::SfnHistory;
 use handover::slack::api::SlackApi;
@@ -27,9 +27,10 @@ use handover::store::Store;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Built once per container: the plan, the signing secret, the clients.
-pub struct Deps<T = SfnCallback> {
-    plan: Plan,
+/// Built once per container: the plan (read again each minute), the
+/// signing secret, the clients.
+pub struct Deps<T = SfnCallback, R = StackPlan> {
+    plan: LivePlan<R>,
     store: Store,
     callback: T,
     runs: SfnHistory,
@@ -50,18 +51,20 @@ impl Deps {
     pub async fn from_env() -> Result<Self, FunctionError> {
         let config = Config::from_env()?;
         let aws = Arc::new(Aws::new());
-        let plan = PlanSource::from_env()?.load_bound(&aws).await?;
+        let plan = LivePlan::load(StackPlan::from_env(aws.clone())?, &SystemClock).await?;
+        let signing_secret_arn = plan
+            .current(&SystemClock)
+            .await?
+            .slack
+            .signing_secret_arn
+            .clone();
         let secrets = SecretsManager::new(aws.clone(), config.region.clone());
         let signing_secret = tokio::sync::OnceCell::new();
         // Bounded: Lambda gives init 10 s, and the CLI's route must come up
         // even when Secrets Manager is slow.
         let read = tokio::time::timeout(
             SECRET_AT_INIT,
-            read_slack(
-                &secrets,
-                &plan.slack.signing_secret_arn,
-                SlackSecret::SigningSecret,
-            ),
+            read_slack(&secrets, &signing_secret_arn, SlackSecret::SigningSecret),
         )
         .await;
         match read {
@@ -94,9 +97,9 @@ impl Deps {
 /// One request, from Slack or the CLI. The answer is always an HTTP response (401, 400,
 /// 403, 503 or 200); only an event that is not an API Gateway HTTP API event
 /// at all is an error (`Handover.InvalidInput`).
-pub async fn handler<T: TaskCallback + Sync>(
+pub async fn handler<T: TaskCallback + Sync, R: PlanReader>(
     event: serde_json::Value,
-    deps: &Deps<T>,
+    deps: &Deps<T, R>,
 ) -> Result<ApiGatewayV2httpResponse, FunctionError> {
     let req: ApiGatewayV2httpRequest = parse_event("API Gateway HTTP API event", event)?;
     if req.request_context.http.method != Method::POST {
@@ -110,16 +113,29 @@ pub async fn handler<T: TaskCallback + Sync>(
             Err(_) => return Ok(reply(400, "body is flagged base64 but is not valid base64")),
         },
     };
+    // The stack's plan as it is in SSM within the last minute: a removed
+    // approver is no longer one. One that cannot be read refuses both routes.
+    let plan = deps.plan.current(deps.clock.as_ref()).await;
     if req.route_key.as_deref() == Some(DECISION_ROUTE) {
-        return Ok(decision(&req, &body, deps).await);
+        return Ok(match plan {
+            Ok(plan) => decision(&req, &body, deps, &plan).await,
+            Err(e) => json_reply(&iam::DecisionReply::new(
+                iam::ReplyKind::Failed,
+                no_plan(&e),
+            )),
+        });
     }
+    let plan = match plan {
+        Ok(plan) => plan,
+        Err(e) => return Ok(reply(503, &no_plan(&e))),
+    };
     let header = |name| req.headers.get(name).and_then(|v| v.to_str().ok());
     let signing_secret = match deps
         .signing_secret
         .get_or_try_init(|| {
             read_slack(
                 &deps.secrets,
-                &deps.plan.slack.signing_secret_arn,
+                &plan.slack.signing_secret_arn,
                 SlackSecret::SigningSecret,
             )
         })
@@ -139,7 +155,7 @@ pub async fn handler<T: TaskCallback + Sync>(
         }
     };
     let decider = Decider {
-        plan: &deps.plan,
+        plan: &plan,
         store: &deps.store,
         callback: &deps.callback,
         slack: &deps.slack,
@@ -174,10 +190,11 @@ const DECISION_ROUTE: &str = "POST /decisions";
 
 /// `POST /decisions`: the principal is API Gateway's (`authorizer.iam`),
 /// never a header or the body; without one nothing happens.
-async fn decision<T: TaskCallback + Sync>(
+async fn decision<T: TaskCallback + Sync, R>(
     req: &ApiGatewayV2httpRequest,
     body: &[u8],
-    deps: &Deps<T>,
+    deps: &Deps<T, R>,
+    plan: &Plan,
 ) -> ApiGatewayV2httpResponse {
     let caller = req
         .request_context
@@ -186,7 +203,7 @@ async fn decision<T: TaskCallback + Sync>(
         .and_then(|a| a.iam.as_ref())
         .and_then(|iam| iam.user_arn.as_deref());
     let decider = IamDecider {
-        deployed: &deps.plan,
+        deployed: plan,
         slack: &deps.slack,
         secrets: &deps.secrets,
         store: &deps.store,
@@ -195,12 +212,22 @@ async fn decision<T: TaskCallback + Sync>(
         clock: deps.clock.as_ref(),
         budget: iam::BUDGET,
     };
-    let answer = decider.handle(caller, body).await;
+    json_reply(&decider.handle(caller, body).await)
+}
+
+/// The refusal when the stack's plan is too old and cannot be read again.
+fn no_plan(e: &handover::config::ConfigError) -> String {
+    tracing::error!(error = %chain(e), "no current plan: decisions refused");
+    format!("{}; nothing changed: try again in a minute", chain(e))
+}
+
+/// The decision route's answer, as JSON.
+fn json_reply(answer: &iam::DecisionReply) -> ApiGatewayV2httpResponse {
     let mut resp = reply(answer.outcome.status(), "");
     resp.headers
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     resp.body = Some(Body::Text(
-        serde_json::to_string(&answer).unwrap_or_else(|_| "{}".to_owned()),
+        serde_json::to_string(answer).unwrap_or_else(|_| "{}".to_owned()),
     ));
     resp
 }

@@ -168,3 +168,55 @@ async fn events_that_are_not_slack_posts() {
     get["requestContext"]["http"]["method"] = json!("GET");
     assert_eq!(w.send(get).await.status_code, 405);
 }
+
+/// The plan as SSM holds it now, as the test changes it.
+struct Ssm(std::sync::Arc<std::sync::Mutex<handover::plan::Plan>>);
+
+impl PlanReader for Ssm {
+    async fn read(&self) -> Result<handover::plan::Plan, handover::config::ConfigError> {
+        Ok(self.0.lock().unwrap().clone())
+    }
+}
+
+/// A clock the test moves.
+struct Hand(std::sync::Arc<std::sync::Mutex<chrono::DateTime<chrono::Utc>>>);
+
+impl Clock for Hand {
+    fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        *self.0.lock().unwrap()
+    }
+}
+
+/// Lambda keeps the slack function warm for hours. An approver removed
+/// from the plan in SSM stops deciding within a minute of the change.
+#[tokio::test]
+async fn an_approver_removed_from_the_plan_is_refused_within_a_minute_by_a_warm_function() {
+    let ssm = std::sync::Arc::new(std::sync::Mutex::new(handover_testkit::example_plan()));
+    let now = std::sync::Arc::new(std::sync::Mutex::new(chrono::Utc::now()));
+    let plan = handover::live_plan::LivePlan::load(Ssm(ssm.clone()), &Hand(now.clone()))
+        .await
+        .unwrap();
+    let w = world_with(plan, Box::new(Hand(now.clone()))).await;
+    let (execution, token) = w.waiting_task().await;
+    let key = w
+        .pending(&execution, &token, chrono::Duration::minutes(15))
+        .await;
+    ssm.lock()
+        .unwrap()
+        .slack
+        .approvers
+        .retain(|a| a.user_id != "U0ONCALL01");
+    *now.lock().unwrap() += chrono::Duration::seconds(60);
+    let removed = w
+        .send(w.click("U0ONCALL01", TEAM, ACTION_APPROVE, &key))
+        .await;
+    assert_eq!(removed.status_code, 403, "{}", text(&removed));
+    assert_eq!((w.successes(), w.failures()), (0, 0));
+    assert_eq!(w.status(&execution).await, ExecutionStatus::Running);
+    // One still listed decides with the same key.
+    let resp = w
+        .send(w.click("U0ONCALL02", TEAM, ACTION_APPROVE, &key))
+        .await;
+    assert_eq!(resp.status_code, 200, "{}", text(&resp));
+    assert_eq!(w.finished(&execution).await.0, ExecutionStatus::Succeeded);
+}

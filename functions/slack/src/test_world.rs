@@ -56,13 +56,25 @@ impl TaskCallback for Counting {
     }
 }
 
-pub struct World {
-    pub deps: Deps<Counting>,
+pub struct World<R = StackPlan> {
+    pub deps: Deps<Counting, R>,
     pub slack: SlackStandIn,
     pub aws: Arc<Aws>,
 }
 
 pub async fn world() -> World {
+    world_with(
+        handover::live_plan::LivePlan::fixed(example_plan()),
+        Box::new(SystemClock),
+    )
+    .await
+}
+
+/// The world with the stack's plan read by `plan`, at `clock`.
+pub async fn world_with<R: PlanReader>(
+    plan: handover::live_plan::LivePlan<R>,
+    clock: Box<dyn Clock>,
+) -> World<R> {
     let aws = Arc::new(aws());
     let slack = SlackStandIn::start().await.expect("slack stand-in");
     let retry = RetryPolicy {
@@ -72,7 +84,7 @@ pub async fn world() -> World {
         attempt_timeout: Duration::from_secs(1),
     };
     let deps = Deps {
-        plan: example_plan(),
+        plan,
         store: fresh_store(&aws).await,
         callback: Counting {
             inner: SfnCallback::new(aws.clone(), TEST_REGION),
@@ -84,13 +96,13 @@ pub async fn world() -> World {
         secrets: handover::slack::secrets::SecretsManager::new(aws.clone(), TEST_REGION),
         slack: SlackApi::new(slack.api_base(), retry).unwrap(),
         signing_secret: tokio::sync::OnceCell::new_with(Some(Secret::new(SIGNING_SECRET))),
-        clock: Box::new(SystemClock),
+        clock,
         budget: DEFAULT_BUDGET,
     };
     World { deps, slack, aws }
 }
 
-impl World {
+impl<R: PlanReader> World<R> {
     pub fn successes(&self) -> usize {
         self.deps.callback.successes.load(Ordering::SeqCst)
     }

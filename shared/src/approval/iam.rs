@@ -170,7 +170,8 @@ pub struct DecisionReply {
 }
 
 impl DecisionReply {
-    fn new(outcome: ReplyKind, text: impl Into<String>) -> Self {
+    /// A reply of `outcome` saying `text`.
+    pub fn new(outcome: ReplyKind, text: impl Into<String>) -> Self {
         Self {
             outcome,
             text: text.into(),

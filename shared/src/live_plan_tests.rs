@@ -1,0 +1,124 @@
+use super::*;
+use std::sync::Mutex;
+
+fn example() -> Plan {
+    Plan::from_json(include_str!("../../infra/plan.example.jsonc")).expect("the example plan")
+}
+
+/// The plan store: what SSM holds now, or an error while it cannot answer.
+#[derive(Default)]
+struct Store {
+    now: Mutex<Option<Plan>>,
+    reads: Mutex<usize>,
+}
+
+impl PlanReader for &Store {
+    async fn read(&self) -> Result<Plan, ConfigError> {
+        *self.reads.lock().unwrap() += 1;
+        self.now
+            .lock()
+            .unwrap()
+            .clone()
+            .ok_or(ConfigError::PlanParameter {
+                name: "/handover/plan".into(),
+                region: "ap-northeast-1".into(),
+                transient: true,
+                source: "Throttling".into(),
+            })
+    }
+}
+
+/// A clock the test moves.
+struct Hand(Mutex<DateTime<Utc>>);
+
+impl Clock for Hand {
+    fn now(&self) -> DateTime<Utc> {
+        *self.0.lock().unwrap()
+    }
+}
+
+impl Hand {
+    fn at(s: &str) -> Self {
+        Hand(Mutex::new(s.parse().unwrap()))
+    }
+    fn advance(&self, secs: i64) {
+        *self.0.lock().unwrap() += chrono::Duration::seconds(secs);
+    }
+}
+
+fn approvers(plan: &Plan) -> Vec<String> {
+    plan.slack
+        .approvers
+        .iter()
+        .map(|a| a.user_id.clone())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_removed_approver_stops_being_one_within_a_minute_in_a_warm_function() {
+    let store = Store::default();
+    let before = example();
+    assert!(before.slack.approvers.len() >= 2, "the example lists two");
+    *store.now.lock().unwrap() = Some(before.clone());
+    let clock = Hand::at("2026-12-06T03:00:00Z");
+    let live = LivePlan::load(&store, &clock).await.unwrap();
+    let removed = before.slack.approvers[0].user_id.clone();
+    let mut after = before.clone();
+    after.slack.approvers.remove(0);
+    *store.now.lock().unwrap() = Some(after);
+
+    clock.advance(59);
+    let plan = live.current(&clock).await.unwrap();
+    assert!(
+        approvers(&plan).contains(&removed),
+        "the copy serves for a minute"
+    );
+    assert_eq!(*store.reads.lock().unwrap(), 1, "no read within the minute");
+
+    clock.advance(1);
+    let plan = live.current(&clock).await.unwrap();
+    assert!(
+        !approvers(&plan).contains(&removed),
+        "a minute after it was read, the plan is read again: {:?}",
+        approvers(&plan)
+    );
+    assert_eq!(*store.reads.lock().unwrap(), 2);
+}
+
+#[tokio::test]
+async fn a_plan_that_cannot_be_read_again_serves_five_minutes_then_nothing_is_decided() {
+    let store = Store::default();
+    *store.now.lock().unwrap() = Some(example());
+    let clock = Hand::at("2026-12-06T03:00:00Z");
+    let live = LivePlan::load(&store, &clock).await.unwrap();
+    *store.now.lock().unwrap() = None;
+
+    clock.advance(299);
+    assert!(
+        live.current(&clock).await.is_ok(),
+        "SSM throttled: the copy serves"
+    );
+    clock.advance(1);
+    let e = live.current(&clock).await.unwrap_err();
+    assert!(
+        matches!(e, ConfigError::StalePlan { age_s: 300, .. }),
+        "{e}"
+    );
+    assert_eq!(
+        crate::error::Classify::error_name(&e),
+        crate::error::ErrorName::Transient,
+        "SSM's throttling is worth retrying"
+    );
+
+    // SSM answers again: the function acts on the plan it reads.
+    *store.now.lock().unwrap() = Some(example());
+    assert!(live.current(&clock).await.is_ok());
+}
+
+#[tokio::test]
+async fn a_fixed_plan_is_never_read_again() {
+    let clock = Hand::at("2026-12-06T03:00:00Z");
+    let live: LivePlan<&Store> = LivePlan::fixed(example());
+    clock.advance(86_400);
+    assert_eq!(*live.current(&clock).await.unwrap(), example());
+}
