@@ -14,6 +14,7 @@ use crate::aws::Aws;
 use crate::clock::Clock;
 use crate::config::{ConfigError, PlanSource};
 use crate::plan::Plan;
+use crate::stack::StackBinding;
 use chrono::{DateTime, Utc};
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,21 +38,30 @@ pub trait PlanReader: Send + Sync {
 pub struct StackPlan {
     source: PlanSource,
     aws: Arc<Aws>,
+    stack: StackBinding,
 }
 
 impl StackPlan {
     /// From the function's environment.
     pub fn from_env(aws: Arc<Aws>) -> Result<Self, ConfigError> {
-        Ok(Self {
-            source: PlanSource::from_env()?,
+        Ok(Self::new(
+            PlanSource::from_env()?,
             aws,
-        })
+            StackBinding::from_env()?,
+        ))
+    }
+
+    /// From `source`, bound to `stack`.
+    pub fn new(source: PlanSource, aws: Arc<Aws>, stack: StackBinding) -> Self {
+        Self { source, aws, stack }
     }
 }
 
 impl PlanReader for StackPlan {
     async fn read(&self) -> Result<Plan, ConfigError> {
-        self.source.load_bound(&self.aws).await
+        let mut plan = self.source.load(&self.aws).await?;
+        self.stack.bind(&mut plan)?;
+        Ok(plan)
     }
 }
 

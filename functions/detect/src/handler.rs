@@ -1,20 +1,22 @@
 //! Parse the scheduled event, run one tick, report what it did.
 
 use handover::adapters::{CloudWatch, HttpProbe, Route53, Sfn};
-use handover::aws::{Aws, GLOBAL_METRICS_REGION};
-use handover::config::{ConfigError, PlanSource, optional, required};
+use handover::aws::Aws;
+use handover::config::{ConfigError, optional, required};
 use handover::detect::{Detector, Signals, TickReport};
 use handover::error::FunctionError;
-use handover::plan::Plan;
+use handover::live_plan::{LivePlan, StackPlan};
 use handover::store::Store;
+use std::sync::Arc;
 
-/// Built once per container.
+/// Built once per container. The plan is read again once a minute old
+/// (detect stays warm for hours): each run starts with the plan as it is.
 pub struct Deps {
-    plan: Plan,
+    plan: LivePlan,
+    aws: Arc<Aws>,
     store: Store,
     probe: HttpProbe,
     route53: Route53,
-    alarms: CloudWatch,
     sfn: Sfn,
     drill: bool,
     stack: String,
@@ -27,9 +29,10 @@ impl Deps {
     /// From `TABLE_NAME`, `STATE_MACHINE_ARN`, `AWS_REGION`, the plan
     /// (`PLAN_PARAMETER` or `PLAN_FILE`) and `HANDOVER_DRILL` (`true` marks runs as drills).
     pub async fn from_env() -> Result<Self, FunctionError> {
-        let aws = Aws::new();
+        let aws = Arc::new(Aws::new());
         let region = required("AWS_REGION")?;
-        let plan = PlanSource::from_env()?.load_bound(&aws).await?;
+        let clock = handover::clock::SystemClock;
+        let plan = LivePlan::load(StackPlan::from_env(aws.clone())?, &clock).await?;
         let drill = match optional("HANDOVER_DRILL").as_deref() {
             None | Some("false") => false,
             Some("true") => true,
@@ -41,25 +44,19 @@ impl Deps {
                 .into());
             }
         };
-        let alarm_region = plan
-            .detection
-            .alarm
-            .as_ref()
-            .map_or(GLOBAL_METRICS_REGION, |a| a.region.as_str())
-            .to_owned();
         Ok(Deps {
             store: Store::new(aws.dynamodb(&region).await, required("TABLE_NAME")?),
             probe: HttpProbe::new().map_err(|e| {
                 FunctionError::new(handover::error::ErrorName::Fatal, e.to_string())
             })?,
             route53: Route53::new(&aws).await,
-            alarms: CloudWatch::new(&aws, &alarm_region).await,
             sfn: Sfn::new(&aws, &region, &required("STATE_MACHINE_ARN")?).await,
             stack: required("HANDOVER_STACK_NAME")?,
-            clock: Box::new(handover::clock::SystemClock),
+            clock: Box::new(clock),
             control: handover::adapters::traffic::Route53Control::new(&aws).await,
             http: public_http()?,
             plan,
+            aws,
             drill,
         })
     }
@@ -83,13 +80,19 @@ pub async fn handler(event: serde_json::Value, deps: &Deps) -> Result<TickReport
         dns: &deps.control,
         http: &deps.http,
     };
+    let plan = deps.plan.current(deps.clock.as_ref()).await?;
+    // The plan names the alarm's Region (us-east-1 for Route 53's metrics).
+    let alarms = match &plan.detection.alarm {
+        Some(a) => Some(CloudWatch::new(&deps.aws, &a.region).await),
+        None => None,
+    };
     let detector = Detector {
-        plan: &deps.plan,
+        plan: &plan,
         store: &deps.store,
         signals: Signals {
             endpoint: &deps.probe,
             health: &deps.route53,
-            alarms: deps.plan.detection.alarm.as_ref().map(|_| &deps.alarms),
+            alarms: alarms.as_ref(),
         },
         starter: &deps.sfn,
         drill: deps.drill,
@@ -117,6 +120,8 @@ mod tests {
 
     struct World {
         deps: Deps,
+        /// The plan the function holds.
+        plan: handover::plan::Plan,
         aws: Aws,
         app: App,
         state_machine: String,
@@ -145,9 +150,9 @@ mod tests {
             store,
             probe: HttpProbe::new().unwrap(),
             route53: Route53::new(&aws).await,
-            alarms: CloudWatch::new(&aws, GLOBAL_METRICS_REGION).await,
             sfn: Sfn::new(&aws, "ap-northeast-1", &state_machine).await,
-            plan,
+            plan: LivePlan::fixed(plan.clone()),
+            aws: Arc::new(handover_testkit::aws()),
             drill: true,
             stack: "handover-test".into(),
             clock: Box::new(handover::clock::SystemClock),
@@ -156,6 +161,7 @@ mod tests {
         };
         World {
             deps,
+            plan,
             aws,
             app,
             state_machine,
@@ -167,7 +173,7 @@ mod tests {
             self.app.set_status(503);
             control(
                 "health",
-                json!({ &self.deps.plan.regions.primary.health_check_id: false }),
+                json!({ &self.plan.regions.primary.health_check_id: false }),
             )
             .await;
         }
@@ -175,7 +181,7 @@ mod tests {
             self.app.set_status(200);
             control(
                 "health",
-                json!({ &self.deps.plan.regions.primary.health_check_id: true }),
+                json!({ &self.plan.regions.primary.health_check_id: true }),
             )
             .await;
         }
@@ -332,7 +338,7 @@ mod tests {
         w.deps.clock = Box::new(handover::clock::FixedClock(
             Utc::now()
                 + handover::detect::STALE_AFTER
-                + Duration::seconds(w.deps.plan.timings.cooldown_s as i64 + 2),
+                + Duration::seconds(w.plan.timings.cooldown_s as i64 + 2),
         ));
         let TickReport::Started {
             incident_id: next, ..
@@ -393,7 +399,7 @@ mod tests {
         w.app.set_status(503);
         control(
             "health",
-            json!({ &w.deps.plan.regions.primary.health_check_id: true }),
+            json!({ &w.plan.regions.primary.health_check_id: true }),
         )
         .await;
         for m in 0..4 {
@@ -403,6 +409,62 @@ mod tests {
             ));
         }
         assert!(w.executions().await.is_empty());
+    }
+
+    /// A clock the test moves.
+    struct Hand(std::sync::Arc<std::sync::Mutex<DateTime<Utc>>>);
+
+    impl handover::clock::Clock for Hand {
+        fn now(&self) -> DateTime<Utc> {
+            *self.0.lock().unwrap()
+        }
+    }
+
+    /// detect stays warm for hours. A plan changed in its store is the one
+    /// the next tick probes with, once the copy is a minute old.
+    #[tokio::test]
+    async fn a_warm_detect_probes_with_the_plan_changed_in_its_store_within_a_minute() {
+        let w = world().await;
+        let file = std::env::temp_dir().join(unique("detect-plan") + ".json");
+        std::fs::write(&file, serde_json::to_string(&w.plan).unwrap()).unwrap();
+        let mut binding: std::collections::HashMap<&str, String> =
+            handover::stack::StackBinding::environment_for(&w.plan)
+                .into_iter()
+                .collect();
+        binding.insert("HANDOVER_REPORT_BUCKET", "handover-test-reports".into());
+        let stack =
+            handover::stack::StackBinding::from_lookup(|k| binding.get(k).cloned()).unwrap();
+        let reader = StackPlan::new(
+            handover::config::PlanSource::File(file.display().to_string()),
+            Arc::new(handover_testkit::aws()),
+            stack,
+        );
+        let now = std::sync::Arc::new(std::sync::Mutex::new(minute(0)));
+        let plan = LivePlan::load(reader, &Hand(now.clone())).await.unwrap();
+        let w = World {
+            deps: Deps {
+                plan,
+                clock: Box::new(Hand(now.clone())),
+                ..w.deps
+            },
+            ..w
+        };
+        w.tick(minute(0)).await;
+        let first = w.app.hits();
+        assert!(first >= 1, "P's endpoint probed");
+        // The operators move P's endpoint in the plan.
+        let moved = App::start(200).await;
+        let mut changed = w.plan.clone();
+        changed.regions.primary.endpoint = format!("{}/health", moved.url);
+        std::fs::write(&file, serde_json::to_string(&changed).unwrap()).unwrap();
+        *now.lock().unwrap() = minute(0) + Duration::seconds(59);
+        w.tick(minute(0) + Duration::seconds(59)).await;
+        assert_eq!(moved.hits(), 0, "the copy serves for a minute");
+        *now.lock().unwrap() = minute(1);
+        w.tick(minute(1)).await;
+        assert!(moved.hits() >= 1, "the changed plan is the one probed");
+        assert_eq!(w.app.hits(), first * 2, "the old endpoint no longer");
+        let _ = std::fs::remove_file(&file);
     }
 
     #[tokio::test]
@@ -421,7 +483,7 @@ mod tests {
     #[tokio::test]
     async fn after_a_failover_detect_watches_s_and_never_starts_without_a_standby() {
         let w = world().await;
-        let s = &w.deps.plan.regions.standby;
+        let s = &w.plan.regions.standby;
         w.deps
             .store
             .begin_fencing(1, "x", &s.region, Utc::now())
@@ -440,7 +502,7 @@ mod tests {
         // P stays dead; S is now watched.
         w.p_down().await;
         let s_app = App::start(503).await;
-        let mut deps_plan = w.deps.plan.clone();
+        let mut deps_plan = w.plan.clone();
         deps_plan.regions.standby.endpoint = format!("{}/health", s_app.url);
         control(
             "health",
@@ -449,9 +511,10 @@ mod tests {
         .await;
         let w = World {
             deps: Deps {
-                plan: deps_plan,
+                plan: LivePlan::fixed(deps_plan.clone()),
                 ..w.deps
             },
+            plan: deps_plan,
             ..w
         };
         for m in 0..2 {
