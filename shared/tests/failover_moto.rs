@@ -1003,16 +1003,11 @@ async fn an_unfence_p_refuses_releases_the_transition_and_the_sweep_finishes_it(
     );
 }
 
-/// Found by review: the sweep read "no transition" and then restored P's
-/// groups; a fence that began in between was undone by the sweep's call,
-/// which landed after it. The sweep now claims the restoring first, and a
-/// fence waits for that claim to end. Here the sweep's ModifyDBInstance
-/// takes 3 s and a fence begins 1 s into it.
-#[tokio::test]
-async fn the_sweep_never_undoes_a_fence_that_began_while_it_unfenced_p() {
+/// P left fenced by exec-1, whose compensation could not unfence it: the
+/// record keeps P's groups for the sweep. Returns them.
+async fn left_fenced(r: &Run) -> Vec<String> {
     use handover::failover::compensate::compensate;
-    let r = run(5.0).await;
-    let p = r.plan.regions.primary.clone();
+    let p = &r.plan.regions.primary;
     let before = handover_testkit::world::p_security_groups(&r.aws, &r.plan).await;
     r.fenced("exec-1", false).await.unwrap();
     let refuse = unique("refuse-unfence");
@@ -1034,10 +1029,20 @@ async fn the_sweep_never_undoes_a_fence_that_began_while_it_unfenced_p() {
     handover_testkit::remove_fault_rules(&[&refuse]).await;
     let rec = r.store.primary().await.unwrap().unwrap();
     assert_eq!(rec.unfence_pending.as_ref(), Some(&before), "P left fenced");
+    before
+}
 
+/// The sweep runs while its ModifyDBInstance of P takes `delay_s`, and a
+/// fence begins `fence_after_s` into it. Returns the fence's result.
+async fn sweep_racing_a_fence(
+    r: &Run,
+    delay_s: u64,
+    fence_after_s: u64,
+) -> handover::execution::FenceResult {
     let slow = unique("slow-unfence");
-    handover_testkit::add_fault_rules(json!([{"id": slow, "mode": "latency", "seconds": 3,
-        "count": 1, "service": "rds", "action": "ModifyDBInstance", "target": p.db_instance_id}]))
+    handover_testkit::add_fault_rules(json!([{"id": slow, "mode": "latency", "seconds": delay_s,
+        "count": 1, "service": "rds", "action": "ModifyDBInstance",
+        "target": r.plan.regions.primary.db_instance_id}]))
     .await;
     let deps = handover::report::audit::AuditDeps {
         aws: std::sync::Arc::new(handover_testkit::aws()),
@@ -1046,14 +1051,19 @@ async fn the_sweep_never_undoes_a_fence_that_began_while_it_unfenced_p() {
     };
     let sfn = handover::report::sources::SfnHistory::new(&r.aws, "ap-northeast-1").await;
     let none = "arn:aws:states:ap-northeast-1:123456789012:stateMachine:handover-none";
+    let began = std::time::Instant::now();
     let (swept, fenced) = tokio::join!(
         handover::report::sweep::sweep(&deps, &sfn, none, Utc::now()),
         async {
-            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            tokio::time::sleep(std::time::Duration::from_secs(fence_after_s)).await;
             r.fenced("exec-2", false).await
         }
     );
     handover_testkit::remove_fault_rules(&[&slow]).await;
+    // The sweep's delayed call lands `delay_s` after it was sent, whatever
+    // the sweep did meanwhile: look at P only once it has.
+    let landed = began + std::time::Duration::from_secs(delay_s + 1);
+    tokio::time::sleep_until(landed.into()).await;
     swept.unwrap();
     let fence: handover::execution::FenceResult = fenced.unwrap().require("fence").unwrap();
     assert_eq!(
@@ -1064,9 +1074,22 @@ async fn the_sweep_never_undoes_a_fence_that_began_while_it_unfenced_p() {
     );
     assert_eq!(
         handover_testkit::world::p_security_groups(&r.aws, &r.plan).await,
-        vec![p.fence_security_group_id.clone()],
+        vec![r.plan.regions.primary.fence_security_group_id.clone()],
         "P is fenced at the end: the sweep's late call did not undo the fence"
     );
+    fence
+}
+
+/// Found by review: the sweep read "no transition" and then restored P's
+/// groups; a fence that began in between was undone by the sweep's call,
+/// which landed after it. The sweep now claims the restoring first, and a
+/// fence waits for that claim to end. Here the sweep's ModifyDBInstance
+/// takes 3 s and a fence begins 1 s into it.
+#[tokio::test]
+async fn the_sweep_never_undoes_a_fence_that_began_while_it_unfenced_p() {
+    let r = run(5.0).await;
+    let before = left_fenced(&r).await;
+    let fence = sweep_racing_a_fence(&r, 3, 1).await;
     assert_eq!(
         fence.previous_security_groups, before,
         "failback restores P's own groups"
@@ -1081,6 +1104,52 @@ async fn the_sweep_never_undoes_a_fence_that_began_while_it_unfenced_p() {
         "the sweep finished before the fence"
     );
     assert_eq!(rec.unfencing, None, "and ended its claim");
+}
+
+/// Found by review: the sweep's call timed out (its 10 s budget) while RDS
+/// still applied it 2 s later. Ending the claim then let a fence begin
+/// before that late change. A call whose outcome is unknown now renews the
+/// claim for a whole lease, and the fence waits it out.
+#[tokio::test]
+async fn a_sweep_call_that_timed_out_holds_its_claim_until_it_cannot_land() {
+    let r = run(5.0).await;
+    let before = left_fenced(&r).await;
+    let fence = sweep_racing_a_fence(&r, 12, 11).await;
+    assert_eq!(
+        fence.previous_security_groups, before,
+        "failback restores P's own groups"
+    );
+    let rec = r.store.primary().await.unwrap().unwrap();
+    assert_eq!(
+        rec.transition.map(|t| t.execution).as_deref(),
+        Some("exec-2")
+    );
+    assert_eq!(rec.unfencing, None, "the fence removed the lapsed claim");
+}
+
+/// Found by review: a fence that found P mid-change (an unfence being
+/// applied: the deny-all group beside P's own) recorded the deny-all group
+/// as one of P's, and failback would have restored it. It is never P's own.
+#[tokio::test]
+async fn the_fence_never_records_the_deny_all_group_as_one_of_ps_own() {
+    let r = run(5.0).await;
+    let p = &r.plan.regions.primary;
+    let before = handover_testkit::world::p_security_groups(&r.aws, &r.plan).await;
+    let mut mixed = before.clone();
+    mixed.push(p.fence_security_group_id.clone());
+    r.aws
+        .rds(&p.region)
+        .await
+        .modify_db_instance()
+        .db_instance_identifier(&p.db_instance_id)
+        .set_vpc_security_group_ids(Some(mixed))
+        .apply_immediately(true)
+        .send()
+        .await
+        .unwrap();
+    let f = r.fenced("exec-1", false).await.unwrap();
+    let fence: handover::execution::FenceResult = f.require("fence").unwrap();
+    assert_eq!(fence.previous_security_groups, before);
 }
 
 /// RDS refusing PromoteReadReplica on an instance that is no longer a

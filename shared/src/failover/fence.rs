@@ -13,7 +13,7 @@ use crate::adapters::{AwsError, bounded, call_error};
 use crate::execution::{ExecutionState, FenceOutcome, FenceResult};
 use crate::plan::OnUnconfirmed;
 use crate::store::Store;
-use crate::store::primary::{TransitionOutcome, UNFENCE_LEASE};
+use crate::store::primary::TransitionOutcome;
 use chrono::{DateTime, Utc};
 use std::time::Duration;
 use tracing::{info, instrument, warn};
@@ -236,8 +236,10 @@ pub async fn fence<F: DbFencer + Sync>(
 
 /// Claim the transition for this fence. While audit's sweep holds its
 /// claim on restoring P's groups from an earlier fence (at most
-/// [`UNFENCE_LEASE`]), wait for it, reading again each second: the fence
+/// [`crate::store::primary::UNFENCE_LEASE`]), wait for it, reading again each second: the fence
 /// then finds P as the sweep left it, and the sweep cannot undo this fence.
+/// A claim the sweep renewed (its call's answer lost) outlasts the wait:
+/// then the fence is `Held`, and the state machine retries it.
 async fn begin(
     store: &Store,
     epoch: i64,
@@ -246,9 +248,7 @@ async fn begin(
     now: &impl Fn() -> DateTime<Utc>,
 ) -> Result<TransitionOutcome, StepError> {
     let waited = std::time::Instant::now();
-    let most = (UNFENCE_LEASE + chrono::Duration::seconds(5))
-        .to_std()
-        .unwrap_or_default();
+    let most = Duration::from_millis(crate::plan::FENCE_SWEEP_WAIT_MS);
     loop {
         match store
             .begin_fencing(epoch, execution, to_region, now())
@@ -379,11 +379,19 @@ async fn attempt<F: DbFencer>(
             ));
         }
     };
-    // P still carries an earlier run's fence that compensation could not
-    // undo: its groups from before that fence are the ones to restore.
+    // The deny-all group is never one of P's own. P still carries an
+    // earlier run's fence that compensation could not undo: its groups from
+    // before that fence are the ones to restore.
+    let own: Vec<String> = before
+        .security_groups
+        .iter()
+        .filter(|g| *g != fence_group)
+        .cloned()
+        .collect();
     let previous: Vec<String> = match unfence_pending {
-        Some(pending) if before.security_groups.iter().all(|g| g == fence_group) => pending,
-        _ => before.security_groups.clone(),
+        Some(pending) if own.is_empty() => pending,
+        _ if own.is_empty() => before.security_groups.clone(),
+        _ => own,
     };
     if let Err(e) = store
         .record_fence_previous(epoch, execution, &previous, now())
@@ -678,6 +686,12 @@ fn result(
 mod tests {
     use super::poll_after;
     use std::time::Duration;
+
+    #[test]
+    fn the_fence_waits_out_a_whole_claim_of_the_sweep() {
+        let lease = crate::store::primary::UNFENCE_LEASE.num_milliseconds() as u64;
+        assert!(crate::plan::FENCE_SWEEP_WAIT_MS >= lease + 5_000);
+    }
 
     /// The reads a wait of `total` costs under the schedule.
     fn reads(total: Duration) -> u32 {

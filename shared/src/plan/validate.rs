@@ -452,11 +452,16 @@ impl Plan {
             );
         }
         // The wait, plus the calls that may each take a whole budget past it
-        // (describe, modify, the last describe and reboot, the store writes).
-        if self.fence.confirm_s * 1000 + 8 * self.fence.timeout_ms > 290_000 {
+        // (describe, modify, the last describe and reboot, the store writes),
+        // plus the wait for audit's sweep to end a claim on P's groups.
+        let sweep_ms = FENCE_SWEEP_WAIT_MS;
+        if self.fence.confirm_s * 1000 + 8 * self.fence.timeout_ms + sweep_ms > 290_000 {
             return bad(
                 "fence",
-                "confirm_s plus eight calls of timeout_ms must fit in 290 s (the fence's Lambda timeout is 300 s)",
+                &format!(
+                    "confirm_s plus eight calls of timeout_ms plus {} s for audit's sweep must fit in 290 s (the fence's Lambda timeout is 300 s)",
+                    sweep_ms / 1000
+                ),
             );
         }
         Ok(())

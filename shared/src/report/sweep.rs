@@ -44,7 +44,7 @@ pub async fn sweep<S: ExecutionHistory + ExecutionLookup>(
     if let Some(rec) = record.as_ref().filter(|r| r.transition.is_none())
         && let Some(groups) = &rec.unfence_pending
     {
-        match unfence(deps, rec, groups, now).await? {
+        match unfence(deps, rec, groups).await? {
             Ok(done) => return Ok(done),
             Err(note) => notes.push(note),
         }
@@ -152,33 +152,43 @@ pub async fn sweep<S: ExecutionHistory + ExecutionLookup>(
 /// Restore P's `groups` that compensation could not. The sweep first
 /// claims the restoring in the primary record: a fence that began before
 /// the claim makes it fail (P is left to that run), and a fence that comes
-/// after waits for the claim to end. So the sweep never undoes a fence.
-/// `Ok(outcome)` when P was unfenced; `Err(note)` when not.
+/// after waits for the claim to end. The claim ends only once a describe
+/// shows the groups applied; a call whose outcome is unknown renews it. So
+/// the sweep never undoes a fence, and a fence never records P's groups
+/// half changed. `Ok(outcome)` when P was unfenced; `Err(note)` when not.
 async fn unfence(
     deps: &AuditDeps,
     rec: &crate::store::primary::PrimaryRecord,
     groups: &[String],
-    now: DateTime<Utc>,
 ) -> Result<Result<AuditOutcome, String>, AuditError> {
     use crate::failover::fence::DbFencer;
-    let Some(claimed_at) = deps.store.claim_unfence(groups, now).await? else {
-        info!(db = %rec.db_instance_id, "a fence began, or another sweep is unfencing P: P left to it");
+    use crate::store::primary::UnfenceEnd;
+    let db = &rec.db_instance_id;
+    let Some(claimed_at) = deps.store.claim_unfence(groups, Utc::now()).await? else {
+        info!(%db, "a fence began, or another sweep is unfencing P: P left to it");
         return Ok(Err(
             "P's pending unfence is left to the run or sweep that holds P now".into(),
         ));
     };
     let p = crate::adapters::Rds::new(&deps.aws, &rec.region).await;
-    let budget = std::time::Duration::from_secs(10);
     let set = p
-        .set_security_groups(&rec.db_instance_id, groups, budget)
+        .set_security_groups(db, groups, std::time::Duration::from_secs(10))
         .await;
-    let ended = deps
-        .store
-        .end_unfence(claimed_at, set.is_ok(), Utc::now())
-        .await?;
-    match set {
-        Ok(()) => {
-            warn!(db = %rec.db_instance_id, ?groups, ended, "the sweep unfenced P (its compensation could not)");
+    let how = match &set {
+        Ok(()) if applied(&p, db, groups).await => UnfenceEnd::Done,
+        // Accepted but not seen applied yet: RDS may still be applying it.
+        Ok(()) => UnfenceEnd::Unknown,
+        Err(e) if e.outcome_unknown() => UnfenceEnd::Unknown,
+        Err(_) => UnfenceEnd::Refused,
+    };
+    let ended = deps.store.end_unfence(claimed_at, how, Utc::now()).await?;
+    match (how, set) {
+        (UnfenceEnd::Done, _) => {
+            if ended {
+                warn!(%db, ?groups, "the sweep unfenced P (its compensation could not)");
+            } else {
+                error!(%db, ?groups, alert = true, "the sweep's claim lapsed before it finished: a fence that began since may have been undone; check P's groups against the transition");
+            }
             Ok(Ok(AuditOutcome::Reconciled {
                 execution: String::new(),
                 compensation: crate::failover::compensate::Compensation::Released {
@@ -187,15 +197,43 @@ async fn unfence(
                 },
             }))
         }
-        // Still refused: say so, and go on to the sweep's other duties.
-        Err(e) => {
-            error!(db = %rec.db_instance_id, alert = true, error = %crate::error::chain(&e), "P is still fenced with nothing promoted");
+        (_, Err(e)) => {
+            error!(%db, alert = true, error = %crate::error::chain(&e), "P is still fenced with nothing promoted");
             Ok(Err(format!(
                 "P is still fenced with nothing promoted and could not be unfenced ({}): restore its groups to {groups:?}",
                 crate::error::chain(&e)
             )))
         }
+        (_, Ok(())) => Ok(Err(format!(
+            "P's groups {groups:?} were accepted but not seen applied: the next sweep checks again"
+        ))),
     }
+}
+
+/// Does a describe of P show exactly `groups`, settled, within 20 s?
+async fn applied<R: crate::adapters::rds::DbInspector>(p: &R, db: &str, groups: &[String]) -> bool {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        if let Ok(Some(d)) = p.describe(db, std::time::Duration::from_secs(5)).await
+            && same_set(&d.security_groups, groups)
+            && d.unsettled_security_groups.is_empty()
+        {
+            return true;
+        }
+        if std::time::Instant::now() >= until {
+            return false;
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    }
+}
+
+fn same_set(a: &[String], b: &[String]) -> bool {
+    let set = |v: &[String]| {
+        v.iter()
+            .cloned()
+            .collect::<std::collections::BTreeSet<String>>()
+    };
+    set(a) == set(b)
 }
 
 enum Ended {

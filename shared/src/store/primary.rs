@@ -105,8 +105,21 @@ pub struct PrimaryRecord {
 }
 
 /// How long the sweep's claim on restoring P's groups holds: longer than
-/// its ModifyDBInstance may take (a 10 s budget) and the writes around it.
-pub const UNFENCE_LEASE: chrono::Duration = chrono::Duration::seconds(30);
+/// its ModifyDBInstance may take (a 10 s budget), its wait to see the
+/// change applied (20 s), and the writes around them. A call whose answer
+/// was lost renews the claim for as long again.
+pub const UNFENCE_LEASE: chrono::Duration = chrono::Duration::seconds(40);
+
+/// How the sweep's unfence of P ended ([`Store::end_unfence`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnfenceEnd {
+    /// P's groups are restored and applied.
+    Done,
+    /// RDS refused, or the change was not seen applied: P may still be fenced.
+    Refused,
+    /// The call's answer was lost: RDS may still apply it.
+    Unknown,
+}
 
 /// Result of creating the record.
 // Returned once per call, never stored in bulk: the size difference is harmless.
@@ -196,10 +209,19 @@ impl PrimaryRecord {
         })
     }
 
-    fn refusal(&self, expected_epoch: i64) -> TransitionOutcome {
+    /// Why a transition write was refused. `Unfencing` only for a fence's
+    /// claim (`unfence_live_after`: claims since then are live).
+    fn refusal(
+        &self,
+        expected_epoch: i64,
+        unfence_live_after: Option<DateTime<Utc>>,
+    ) -> TransitionOutcome {
+        let live = self
+            .unfencing
+            .filter(|since| unfence_live_after.is_some_and(|after| *since >= after));
         if self.epoch != expected_epoch {
             TransitionOutcome::EpochMoved { now: self.epoch }
-        } else if let (None, Some(since)) = (&self.transition, self.unfencing) {
+        } else if let (None, Some(since)) = (&self.transition, live) {
             TransitionOutcome::Unfencing { since }
         } else {
             TransitionOutcome::Busy {
@@ -327,8 +349,10 @@ impl Store {
             ("to_region".to_owned(), s(to_region)),
             ("since_ms".to_owned(), ms(now)),
         ]));
-        self.update_transition(
-            "SET #t = if_not_exists(#t, :t), updated_ms = :now",
+        // A lapsed claim of the sweep is removed with the claim.
+        let stale = now - UNFENCE_LEASE;
+        self.write_transition(
+            "SET #t = if_not_exists(#t, :t), updated_ms = :now REMOVE unfencing_ms",
             "epoch = :e AND (attribute_not_exists(#t) OR #t.execution = :x) \
              AND (attribute_not_exists(unfencing_ms) OR unfencing_ms < :stale)",
             expected_epoch,
@@ -337,8 +361,9 @@ impl Store {
                 (":e".to_owned(), n(expected_epoch)),
                 (":x".to_owned(), s(execution)),
                 (":now".to_owned(), ms(now)),
-                (":stale".to_owned(), ms(now - UNFENCE_LEASE)),
+                (":stale".to_owned(), ms(stale)),
             ]),
+            Some(stale),
         )
         .await
     }
@@ -527,33 +552,62 @@ impl Store {
         }
     }
 
-    /// The sweep's claim of `claimed_at` ends: with P unfenced (`done`, the
-    /// pending groups forgotten too), or not (kept for the next sweep).
-    /// `false` when the claim had lapsed and a fence began since.
+    /// The sweep's claim of `claimed_at` ends as `how`:
+    /// - [`UnfenceEnd::Done`]: P unfenced; the pending groups are forgotten
+    ///   too, unless a fence began after the claim lapsed (then `false`: the
+    ///   sweep's call may have undone that fence);
+    /// - [`UnfenceEnd::Refused`]: the claim is removed, the groups kept;
+    /// - [`UnfenceEnd::Unknown`]: the call's answer was lost and RDS may
+    ///   still apply it: the claim is renewed from `now` for a whole lease.
     pub async fn end_unfence(
         &self,
         claimed_at: DateTime<Utc>,
-        done: bool,
+        how: UnfenceEnd,
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        let update = if done {
-            "SET updated_ms = :now REMOVE unfencing_ms, unfence_pending"
-        } else {
-            "SET updated_ms = :now REMOVE unfencing_ms"
+        let (update, guard) = match how {
+            UnfenceEnd::Done => (
+                "SET updated_ms = :now REMOVE unfencing_ms, unfence_pending",
+                " AND attribute_not_exists(#t)",
+            ),
+            UnfenceEnd::Refused => ("SET updated_ms = :now REMOVE unfencing_ms", ""),
+            UnfenceEnd::Unknown => ("SET updated_ms = :now, unfencing_ms = :now", ""),
         };
-        let res = self
+        let ended = self.end_claim(update, guard, claimed_at, now).await?;
+        if ended || how != UnfenceEnd::Done {
+            return Ok(ended);
+        }
+        // A fence holds the transition now: only the lapsed claim goes.
+        self.end_claim(
+            "SET updated_ms = :now REMOVE unfencing_ms",
+            "",
+            claimed_at,
+            now,
+        )
+        .await?;
+        Ok(false)
+    }
+
+    async fn end_claim(
+        &self,
+        update: &str,
+        guard: &str,
+        claimed_at: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let mut req = self
             .client()
             .update_item()
             .table_name(self.table())
             .set_key(Some(Self::key(PK)))
             .update_expression(update)
-            .condition_expression("unfencing_ms = :c AND attribute_not_exists(#t)")
-            .expression_attribute_names("#t", "transition")
+            .condition_expression(format!("unfencing_ms = :c{guard}"))
             .expression_attribute_values(":c", ms(claimed_at))
-            .expression_attribute_values(":now", ms(now))
-            .send()
-            .await;
-        match res {
+            .expression_attribute_values(":now", ms(now));
+        if !guard.is_empty() {
+            req = req.expression_attribute_names("#t", "transition");
+        }
+        match req.send().await {
             Ok(_) => Ok(true),
             Err(e) => match conditional_old(&e) {
                 Some(_) => Ok(false),
@@ -677,6 +731,20 @@ impl Store {
         expected_epoch: i64,
         values: HashMap<String, AttributeValue>,
     ) -> Result<TransitionOutcome, StoreError> {
+        self.write_transition(update, condition, expected_epoch, values, None)
+            .await
+    }
+
+    /// [`Self::update_transition`], where a sweep's claim made at or after
+    /// `unfence_live_after` is reported as [`TransitionOutcome::Unfencing`].
+    async fn write_transition(
+        &self,
+        update: &str,
+        condition: &str,
+        expected_epoch: i64,
+        values: HashMap<String, AttributeValue>,
+        unfence_live_after: Option<DateTime<Utc>>,
+    ) -> Result<TransitionOutcome, StoreError> {
         let res = self
             .client()
             .update_item()
@@ -697,7 +765,9 @@ impl Store {
             }
             Err(e) => match conditional_old(&e) {
                 Some(None) => Ok(TransitionOutcome::Missing),
-                Some(Some(old)) => Ok(PrimaryRecord::from_item(old)?.refusal(expected_epoch)),
+                Some(Some(old)) => {
+                    Ok(PrimaryRecord::from_item(old)?.refusal(expected_epoch, unfence_live_after))
+                }
                 None => Err(call_error("UpdateItem", PK, e)),
             },
         }
@@ -722,7 +792,7 @@ impl Store {
                 "SET epoch = :next, #r = :r, db_instance_id = :db, previous_region = #r, \
                  last_execution = :x, last_transition = #t, \
                  last_switch_previous = if_not_exists(switch_previous, :none), switch_previous = :none, \
-                 promoted_ms = :now, updated_ms = :now REMOVE #t, unfence_pending",
+                 promoted_ms = :now, updated_ms = :now REMOVE #t, unfence_pending, unfencing_ms",
             )
             .condition_expression(
                 "attribute_exists(pk) AND epoch = :e AND #t.execution = :x AND #t.phase = :promoting",
