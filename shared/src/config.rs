@@ -51,6 +51,12 @@ pub enum ConfigError {
     /// A read that did not answer within its budget.
     #[error("{0} did not arrive within {1:?}")]
     Timeout(&'static str, std::time::Duration),
+    /// The plan could not be read a moment ago, and is not read again yet.
+    #[error("the plan could not be read moments ago: {0}")]
+    Unreadable(String),
+    /// The plan in its store failed validation a moment ago.
+    #[error("the plan in its store is not valid: {0}")]
+    InvalidPlan(String),
     /// A warm function's plan is too old to act on, and it cannot be read
     /// again ([`crate::live_plan`]).
     #[error(
@@ -77,7 +83,9 @@ impl Classify for ConfigError {
             ConfigError::PlanParameter {
                 transient: true, ..
             }
-            | ConfigError::Timeout(..) => ErrorName::Transient,
+            | ConfigError::Timeout(..)
+            | ConfigError::Unreadable(_) => ErrorName::Transient,
+            ConfigError::InvalidPlan(_) => ErrorName::InvalidInput,
             ConfigError::StalePlan { source, .. } => source.error_name(),
             ConfigError::Plan(_) | ConfigError::Stack(_) => ErrorName::InvalidInput,
             _ => ErrorName::Fatal,

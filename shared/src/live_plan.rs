@@ -8,7 +8,8 @@
 //!
 //! When the plan cannot be read again (SSM throttled or unreachable), the
 //! copy still serves until it is [`STALE_LIMIT`] old, with a warning. After
-//! that the function refuses: it acts on no plan older than that.
+//! that the function refuses: it acts on no plan older than that. A plan
+//! changed into one that fails validation is refused at once.
 
 use crate::aws::Aws;
 use crate::clock::Clock;
@@ -74,6 +75,17 @@ pub struct LivePlan<R = StackPlan> {
 struct Held {
     plan: Arc<Plan>,
     read_at: DateTime<Utc>,
+    failed: Option<Failed>,
+}
+
+impl Held {
+    fn new(plan: Plan, read_at: DateTime<Utc>) -> Self {
+        Held {
+            plan: Arc::new(plan),
+            read_at,
+            failed: None,
+        }
+    }
 }
 
 impl<R: PlanReader> LivePlan<R> {
@@ -82,10 +94,7 @@ impl<R: PlanReader> LivePlan<R> {
         let plan = reader.read().await?;
         Ok(Self {
             reader: Some(reader),
-            held: tokio::sync::Mutex::new(Held {
-                plan: Arc::new(plan),
-                read_at: clock.now(),
-            }),
+            held: tokio::sync::Mutex::new(Held::new(plan, clock.now())),
         })
     }
 
@@ -93,10 +102,7 @@ impl<R: PlanReader> LivePlan<R> {
     pub fn fixed(plan: Plan) -> Self {
         Self {
             reader: None,
-            held: tokio::sync::Mutex::new(Held {
-                plan: Arc::new(plan),
-                read_at: DateTime::<Utc>::MAX_UTC,
-            }),
+            held: tokio::sync::Mutex::new(Held::new(plan, DateTime::<Utc>::MAX_UTC)),
         }
     }
 
@@ -106,39 +112,89 @@ impl<R: PlanReader> LivePlan<R> {
     }
 
     /// The plan to act on now: the copy while it is younger than
-    /// [`REFRESH`], else the plan read again. A failed re-read keeps the
-    /// copy until it is [`STALE_LIMIT`] old, then is the error.
+    /// [`REFRESH`], else the plan read again.
+    /// - A plan that cannot be read (SSM throttled or unreachable) keeps the
+    ///   copy until it is [`STALE_LIMIT`] old; then it is the error.
+    /// - A plan that was changed and fails validation is the error at once:
+    ///   the operators changed it, so the copy is no longer theirs.
+    /// - After a failed read, none is tried for [`RETRY_AFTER`].
     pub async fn current(&self, clock: &dyn Clock) -> Result<Arc<Plan>, ConfigError> {
         let mut held = self.held.lock().await;
         let Some(reader) = &self.reader else {
             return Ok(held.plan.clone());
         };
-        let age = (clock.now() - held.read_at).to_std().unwrap_or_default();
+        let now = clock.now();
+        let age = (now - held.read_at).to_std().unwrap_or_default();
         if age < REFRESH {
             return Ok(held.plan.clone());
         }
-        let read = tokio::time::timeout(READ_BUDGET, reader.read())
-            .await
-            .unwrap_or_else(|_| Err(ConfigError::Timeout("the plan", READ_BUDGET)));
-        match read {
-            Ok(plan) => {
-                if plan != *held.plan {
-                    info!("the plan changed in its store: acting on the new one");
+        let error = match &held.failed {
+            Some(f) if now < f.at + RETRY_AFTER => f.again(),
+            _ => {
+                let read = tokio::time::timeout(READ_BUDGET, reader.read())
+                    .await
+                    .unwrap_or_else(|_| Err(ConfigError::Timeout("the plan", READ_BUDGET)));
+                match read {
+                    Ok(plan) => {
+                        if plan != *held.plan {
+                            info!("the plan changed in its store: acting on the new one");
+                        }
+                        *held = Held::new(plan, now);
+                        return Ok(held.plan.clone());
+                    }
+                    Err(e) => {
+                        held.failed = Some(Failed::of(&e, now));
+                        e
+                    }
                 }
-                *held = Held {
-                    plan: Arc::new(plan),
-                    read_at: clock.now(),
-                };
-                Ok(held.plan.clone())
             }
-            Err(e) if age < STALE_LIMIT => {
-                warn!(error = %crate::error::chain(&e), age_s = age.as_secs(), "the plan could not be read again: the copy serves until it is 5 minutes old");
-                Ok(held.plan.clone())
-            }
-            Err(e) => Err(ConfigError::StalePlan {
-                age_s: age.as_secs(),
-                source: Box::new(e),
-            }),
+        };
+        let invalid = matches!(
+            error,
+            ConfigError::Plan(_) | ConfigError::Stack(_) | ConfigError::InvalidPlan(_)
+        );
+        if invalid {
+            tracing::error!(error = %crate::error::chain(&error), "the plan in its store is not valid: nothing is decided until it is fixed");
+            return Err(error);
+        }
+        if age < STALE_LIMIT {
+            warn!(error = %crate::error::chain(&error), age_s = age.as_secs(), "the plan could not be read again: the copy serves until it is 5 minutes old");
+            return Ok(held.plan.clone());
+        }
+        Err(ConfigError::StalePlan {
+            age_s: age.as_secs(),
+            source: Box::new(error),
+        })
+    }
+}
+
+/// How long after a failed read the plan is not read again: a store that
+/// does not answer is not asked on every request.
+pub const RETRY_AFTER: chrono::Duration = chrono::Duration::seconds(5);
+
+/// The last failed read: when, what it said, and whether the plan read was
+/// invalid (a validation or stack error) rather than unreadable.
+struct Failed {
+    at: DateTime<Utc>,
+    what: String,
+    invalid: bool,
+}
+
+impl Failed {
+    fn of(e: &ConfigError, at: DateTime<Utc>) -> Self {
+        Failed {
+            at,
+            what: crate::error::chain(e),
+            invalid: matches!(e, ConfigError::Plan(_) | ConfigError::Stack(_)),
+        }
+    }
+
+    /// The same failure, reported again without a read.
+    fn again(&self) -> ConfigError {
+        if self.invalid {
+            ConfigError::InvalidPlan(self.what.clone())
+        } else {
+            ConfigError::Unreadable(self.what.clone())
         }
     }
 }

@@ -10,6 +10,7 @@ fn example() -> Plan {
 struct Store {
     now: Mutex<Option<Plan>>,
     reads: Mutex<usize>,
+    invalid: Mutex<bool>,
 }
 
 impl PlanReader for &Store {
@@ -110,8 +111,10 @@ async fn a_plan_that_cannot_be_read_again_serves_five_minutes_then_nothing_is_de
         "SSM's throttling is worth retrying"
     );
 
-    // SSM answers again: the function acts on the plan it reads.
+    // SSM answers again: once 5 s have passed since the failed read, the
+    // function acts on the plan it reads.
     *store.now.lock().unwrap() = Some(example());
+    clock.advance(5);
     assert!(live.current(&clock).await.is_ok());
 }
 
@@ -121,4 +124,58 @@ async fn a_fixed_plan_is_never_read_again() {
     let live: LivePlan<&Store> = LivePlan::fixed(example());
     clock.advance(86_400);
     assert_eq!(*live.current(&clock).await.unwrap(), example());
+}
+
+#[tokio::test]
+async fn a_plan_changed_into_an_invalid_one_is_refused_at_once_not_served_from_the_copy() {
+    let store = Store::default();
+    *store.now.lock().unwrap() = Some(example());
+    let clock = Hand::at("2026-12-06T03:00:00Z");
+    let reader = Invalid(&store);
+    let live = LivePlan::load(&reader, &clock).await.unwrap();
+    *store.now.lock().unwrap() = None;
+    *store.invalid.lock().unwrap() = true;
+    clock.advance(60);
+    let e = live.current(&clock).await.unwrap_err();
+    assert!(matches!(e, ConfigError::Plan(_)), "{e}");
+    // Asked again within 5 s: the same refusal, without a read.
+    clock.advance(2);
+    let e = live.current(&clock).await.unwrap_err();
+    assert!(matches!(e, ConfigError::InvalidPlan(_)), "{e}");
+    assert_eq!(
+        crate::error::Classify::error_name(&e),
+        crate::error::ErrorName::InvalidInput
+    );
+    assert_eq!(*store.reads.lock().unwrap(), 2, "one at load, one re-read");
+}
+
+#[tokio::test]
+async fn a_store_that_does_not_answer_is_not_asked_again_for_five_seconds() {
+    let store = Store::default();
+    *store.now.lock().unwrap() = Some(example());
+    let clock = Hand::at("2026-12-06T03:00:00Z");
+    let live = LivePlan::load(&store, &clock).await.unwrap();
+    *store.now.lock().unwrap() = None;
+    clock.advance(60);
+    for _ in 0..4 {
+        assert!(live.current(&clock).await.is_ok(), "the copy serves");
+        clock.advance(1);
+    }
+    assert_eq!(*store.reads.lock().unwrap(), 2, "one failed re-read in 4 s");
+    clock.advance(1);
+    assert!(live.current(&clock).await.is_ok());
+    assert_eq!(*store.reads.lock().unwrap(), 3, "asked again after 5 s");
+}
+
+/// A store whose plan, once `invalid` is set, fails validation.
+struct Invalid<'a>(&'a Store);
+
+impl PlanReader for &Invalid<'_> {
+    async fn read(&self) -> Result<Plan, ConfigError> {
+        if *self.0.invalid.lock().unwrap() {
+            *self.0.reads.lock().unwrap() += 1;
+            return Err(Plan::from_json("{}").unwrap_err().into());
+        }
+        (&self.0).read().await
+    }
 }

@@ -125,9 +125,14 @@ pub async fn handler<T: TaskCallback + Sync, R: PlanReader>(
             )),
         });
     }
+    // A function error, as for an unreadable signing secret: Slack shows
+    // the click as failed, and the Errors alarm tells the operators.
     let plan = match plan {
         Ok(plan) => plan,
-        Err(e) => return Ok(reply(503, &no_plan(&e))),
+        Err(e) => {
+            use handover::error::Classify;
+            return Err(FunctionError::new(e.error_name(), no_plan(&e)));
+        }
     };
     let header = |name| req.headers.get(name).and_then(|v| v.to_str().ok());
     let signing_secret = match deps
@@ -215,10 +220,11 @@ async fn decision<T: TaskCallback + Sync, R>(
     json_reply(&decider.handle(caller, body).await)
 }
 
-/// The refusal when the stack's plan is too old and cannot be read again.
+/// The refusal when there is no current plan. The reason goes to the log
+/// only: the caller may not have been authenticated yet.
 fn no_plan(e: &handover::config::ConfigError) -> String {
     tracing::error!(error = %chain(e), "no current plan: decisions refused");
-    format!("{}; nothing changed: try again in a minute", chain(e))
+    "Handover cannot read its plan now: nothing changed. Try again in a minute.".into()
 }
 
 /// The decision route's answer, as JSON.
