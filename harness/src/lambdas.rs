@@ -21,12 +21,14 @@ pub struct Lambdas {
     pub log: PathBuf,
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
+/// `n` free ports, all different: each held until all are chosen.
+fn free_ports(n: usize) -> Vec<u16> {
+    let held: Vec<std::net::TcpListener> = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("bind"))
+        .collect();
+    held.iter()
+        .map(|l| l.local_addr().expect("addr").port())
+        .collect()
 }
 
 /// What the harness adds to every function's environment: the emulator
@@ -94,7 +96,9 @@ fn functions(env: &[(&str, String)]) -> Vec<Function> {
 fn inherited_reads(name: &str) -> bool {
     name.starts_with("HANDOVER_")
         || name.starts_with("AWS_")
-        || ["PLAN_PARAMETER", "TABLE_NAME", "STATE_MACHINE_ARN"].contains(&name)
+        || name.starts_with("PLAN_")
+        || name.starts_with("SLACK_")
+        || ["TABLE_NAME", "STATE_MACHINE_ARN", "RUST_LOG"].contains(&name)
         || crate::triggers::function_environments()
             .iter()
             .any(|(_, vars)| vars.contains_key(name))
@@ -112,12 +116,11 @@ impl Lambdas {
             .expect("log file");
         let mut children = Vec::new();
         let mut upstreams = serde_json::Map::new();
-        let mut ports = Vec::new();
-        for f in functions(env) {
-            let port = free_port();
+        let functions = functions(env);
+        let ports = free_ports(functions.len());
+        for (f, port) in functions.into_iter().zip(ports.iter().copied()) {
             children.push(spawn_watch(&f, port, &out));
             upstreams.insert(f.binary, format!("http://127.0.0.1:{port}").into());
-            ports.push(port);
         }
         let lambdas = Lambdas { children, log };
         let start = Instant::now();
