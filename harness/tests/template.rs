@@ -22,3 +22,43 @@ fn no_schedule_has_a_fixed_name() {
         );
     }
 }
+
+/// A first deploy runs before the primary record exists (docs/how-to/
+/// deploy.md). Ticks before `handover init` would fail and alarm. So the
+/// detect schedule's state is a parameter, and while it is DISABLED the
+/// heartbeat alarm, which no tick could keep quiet, acts on nothing.
+#[test]
+fn detection_can_be_deployed_off_until_the_primary_record_exists() {
+    let t = expanded_template();
+    let parameter = &t["Parameters"]["DetectionState"];
+    assert_eq!(
+        parameter["Default"], "ENABLED",
+        "an upgrade keeps detection on"
+    );
+    assert_eq!(
+        parameter["AllowedValues"],
+        serde_json::json!(["ENABLED", "DISABLED"])
+    );
+    let resources = t["Resources"].as_object().unwrap();
+    let detect_schedules: Vec<_> = resources
+        .values()
+        .filter(|r| {
+            r["Type"] == "AWS::Scheduler::Schedule"
+                && r["Properties"]["Target"]["Arn"]["Fn::GetAtt"][0] == "DetectFunction"
+        })
+        .collect();
+    assert_eq!(detect_schedules.len(), 1, "one detect schedule");
+    assert_eq!(
+        detect_schedules[0]["Properties"]["State"]["Ref"],
+        "DetectionState"
+    );
+    let heartbeat = &resources["DetectHeartbeatAlarm"]["Properties"];
+    assert_eq!(
+        heartbeat["ActionsEnabled"]["Fn::If"],
+        serde_json::json!(["DetectionEnabled", true, false])
+    );
+    assert_eq!(
+        t["Conditions"]["DetectionEnabled"]["Fn::Equals"],
+        serde_json::json!([{"Ref": "DetectionState"}, "ENABLED"])
+    );
+}
