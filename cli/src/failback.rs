@@ -557,8 +557,9 @@ async fn reprotect(
                 && let Some(key) = old.kms_key_id()
             {
                 // Encrypted in the target Region with the old instance's key.
-                // (A cross-Region encrypted copy also needs a PreSignedUrl,
-                // which the SDK does not compute: RDS refuses without it.)
+                // PreSignedUrl applies only in GovCloud (US) and China
+                // Regions; RDS ignores it elsewhere (RDS API Reference,
+                // CreateDBInstanceReadReplica).
                 req = req.kms_key_id(key);
             }
         }
