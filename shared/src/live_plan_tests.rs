@@ -1,4 +1,5 @@
 use super::*;
+use crate::clock::ManualClock;
 use std::sync::Mutex;
 
 fn example() -> Plan {
@@ -29,22 +30,13 @@ impl PlanReader for &Store {
     }
 }
 
-/// A clock the test moves.
-struct Hand(Mutex<DateTime<Utc>>);
-
-impl Clock for Hand {
-    fn now(&self) -> DateTime<Utc> {
-        *self.0.lock().unwrap()
-    }
+/// The test's clock, moved by `secs`.
+fn advance(clock: &ManualClock, secs: i64) {
+    clock.advance(chrono::Duration::seconds(secs));
 }
 
-impl Hand {
-    fn at(s: &str) -> Self {
-        Hand(Mutex::new(s.parse().unwrap()))
-    }
-    fn advance(&self, secs: i64) {
-        *self.0.lock().unwrap() += chrono::Duration::seconds(secs);
-    }
+fn at_three() -> ManualClock {
+    ManualClock::at("2026-12-06T03:00:00Z".parse().unwrap())
 }
 
 fn approvers(plan: &Plan) -> Vec<String> {
@@ -61,14 +53,14 @@ async fn a_removed_approver_stops_being_one_within_a_minute_in_a_warm_function()
     let before = example();
     assert!(before.slack.approvers.len() >= 2, "the example lists two");
     *store.now.lock().unwrap() = Some(before.clone());
-    let clock = Hand::at("2026-12-06T03:00:00Z");
+    let clock = at_three();
     let live = LivePlan::load(&store, &clock).await.unwrap();
     let removed = before.slack.approvers[0].user_id.clone();
     let mut after = before.clone();
     after.slack.approvers.remove(0);
     *store.now.lock().unwrap() = Some(after);
 
-    clock.advance(59);
+    advance(&clock, 59);
     let plan = live.current(&clock).await.unwrap();
     assert!(
         approvers(&plan).contains(&removed),
@@ -76,7 +68,7 @@ async fn a_removed_approver_stops_being_one_within_a_minute_in_a_warm_function()
     );
     assert_eq!(*store.reads.lock().unwrap(), 1, "no read within the minute");
 
-    clock.advance(1);
+    advance(&clock, 1);
     let plan = live.current(&clock).await.unwrap();
     assert!(
         !approvers(&plan).contains(&removed),
@@ -90,16 +82,16 @@ async fn a_removed_approver_stops_being_one_within_a_minute_in_a_warm_function()
 async fn a_plan_that_cannot_be_read_again_serves_five_minutes_then_nothing_is_decided() {
     let store = Store::default();
     *store.now.lock().unwrap() = Some(example());
-    let clock = Hand::at("2026-12-06T03:00:00Z");
+    let clock = at_three();
     let live = LivePlan::load(&store, &clock).await.unwrap();
     *store.now.lock().unwrap() = None;
 
-    clock.advance(299);
+    advance(&clock, 299);
     assert!(
         live.current(&clock).await.is_ok(),
         "SSM throttled: the copy serves"
     );
-    clock.advance(1);
+    advance(&clock, 1);
     let e = live.current(&clock).await.unwrap_err();
     assert!(
         matches!(e, ConfigError::StalePlan { age_s: 300, .. }),
@@ -114,15 +106,15 @@ async fn a_plan_that_cannot_be_read_again_serves_five_minutes_then_nothing_is_de
     // SSM answers again: once 5 s have passed since the failed read, the
     // function acts on the plan it reads.
     *store.now.lock().unwrap() = Some(example());
-    clock.advance(5);
+    advance(&clock, 5);
     assert!(live.current(&clock).await.is_ok());
 }
 
 #[tokio::test]
 async fn a_fixed_plan_is_never_read_again() {
-    let clock = Hand::at("2026-12-06T03:00:00Z");
+    let clock = at_three();
     let live: LivePlan<&Store> = LivePlan::fixed(example());
-    clock.advance(86_400);
+    advance(&clock, 86_400);
     assert_eq!(*live.current(&clock).await.unwrap(), example());
 }
 
@@ -130,16 +122,16 @@ async fn a_fixed_plan_is_never_read_again() {
 async fn a_plan_changed_into_an_invalid_one_is_refused_at_once_not_served_from_the_copy() {
     let store = Store::default();
     *store.now.lock().unwrap() = Some(example());
-    let clock = Hand::at("2026-12-06T03:00:00Z");
+    let clock = at_three();
     let reader = Invalid(&store);
     let live = LivePlan::load(&reader, &clock).await.unwrap();
     *store.now.lock().unwrap() = None;
     *store.invalid.lock().unwrap() = true;
-    clock.advance(60);
+    advance(&clock, 60);
     let e = live.current(&clock).await.unwrap_err();
     assert!(matches!(e, ConfigError::Plan(_)), "{e}");
     // Asked again within 5 s: the same refusal, without a read.
-    clock.advance(2);
+    advance(&clock, 2);
     let e = live.current(&clock).await.unwrap_err();
     assert!(matches!(e, ConfigError::InvalidPlan(_)), "{e}");
     assert_eq!(
@@ -153,16 +145,16 @@ async fn a_plan_changed_into_an_invalid_one_is_refused_at_once_not_served_from_t
 async fn a_store_that_does_not_answer_is_not_asked_again_for_five_seconds() {
     let store = Store::default();
     *store.now.lock().unwrap() = Some(example());
-    let clock = Hand::at("2026-12-06T03:00:00Z");
+    let clock = at_three();
     let live = LivePlan::load(&store, &clock).await.unwrap();
     *store.now.lock().unwrap() = None;
-    clock.advance(60);
+    advance(&clock, 60);
     for _ in 0..4 {
         assert!(live.current(&clock).await.is_ok(), "the copy serves");
-        clock.advance(1);
+        advance(&clock, 1);
     }
     assert_eq!(*store.reads.lock().unwrap(), 2, "one failed re-read in 4 s");
-    clock.advance(1);
+    advance(&clock, 1);
     assert!(live.current(&clock).await.is_ok());
     assert_eq!(*store.reads.lock().unwrap(), 3, "asked again after 5 s");
 }

@@ -411,15 +411,6 @@ mod tests {
         assert!(w.executions().await.is_empty());
     }
 
-    /// A clock the test moves.
-    struct Hand(std::sync::Arc<std::sync::Mutex<DateTime<Utc>>>);
-
-    impl handover::clock::Clock for Hand {
-        fn now(&self) -> DateTime<Utc> {
-            *self.0.lock().unwrap()
-        }
-    }
-
     /// detect stays warm for hours. A plan changed in its store is the one
     /// the next tick probes with, once the copy is a minute old.
     #[tokio::test]
@@ -439,12 +430,12 @@ mod tests {
             Arc::new(handover_testkit::aws()),
             stack,
         );
-        let now = std::sync::Arc::new(std::sync::Mutex::new(minute(0)));
-        let plan = LivePlan::load(reader, &Hand(now.clone())).await.unwrap();
+        let clock = handover::clock::ManualClock::at(minute(0));
+        let plan = LivePlan::load(reader, &clock).await.unwrap();
         let w = World {
             deps: Deps {
                 plan,
-                clock: Box::new(Hand(now.clone())),
+                clock: Box::new(clock.clone()),
                 ..w.deps
             },
             ..w
@@ -457,10 +448,10 @@ mod tests {
         let mut changed = w.plan.clone();
         changed.regions.primary.endpoint = format!("{}/health", moved.url);
         std::fs::write(&file, serde_json::to_string(&changed).unwrap()).unwrap();
-        *now.lock().unwrap() = minute(0) + Duration::seconds(59);
+        clock.advance(Duration::seconds(59));
         w.tick(minute(0) + Duration::seconds(59)).await;
         assert_eq!(moved.hits(), 0, "the copy serves for a minute");
-        *now.lock().unwrap() = minute(1);
+        clock.advance(Duration::seconds(1));
         w.tick(minute(1)).await;
         assert!(moved.hits() >= 1, "the changed plan is the one probed");
         assert_eq!(w.app.hits(), first * 2, "the old endpoint no longer");

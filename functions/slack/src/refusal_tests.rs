@@ -178,25 +178,16 @@ impl PlanReader for Ssm {
     }
 }
 
-/// A clock the test moves.
-struct Hand(std::sync::Arc<std::sync::Mutex<chrono::DateTime<chrono::Utc>>>);
-
-impl Clock for Hand {
-    fn now(&self) -> chrono::DateTime<chrono::Utc> {
-        *self.0.lock().unwrap()
-    }
-}
-
 /// Lambda keeps the slack function warm for hours. An approver removed
 /// from the plan in SSM stops deciding within a minute of the change.
 #[tokio::test]
 async fn an_approver_removed_from_the_plan_is_refused_within_a_minute_by_a_warm_function() {
     let ssm = std::sync::Arc::new(std::sync::Mutex::new(handover_testkit::example_plan()));
-    let now = std::sync::Arc::new(std::sync::Mutex::new(chrono::Utc::now()));
-    let plan = handover::live_plan::LivePlan::load(Ssm(ssm.clone()), &Hand(now.clone()))
+    let clock = handover::clock::ManualClock::at(chrono::Utc::now());
+    let plan = handover::live_plan::LivePlan::load(Ssm(ssm.clone()), &clock)
         .await
         .unwrap();
-    let w = world_with(plan, Box::new(Hand(now.clone()))).await;
+    let w = world_with(plan, Box::new(clock.clone())).await;
     let (execution, token) = w.waiting_task().await;
     let key = w
         .pending(&execution, &token, chrono::Duration::minutes(15))
@@ -206,7 +197,7 @@ async fn an_approver_removed_from_the_plan_is_refused_within_a_minute_by_a_warm_
         .slack
         .approvers
         .retain(|a| a.user_id != "U0ONCALL01");
-    *now.lock().unwrap() += chrono::Duration::seconds(60);
+    clock.advance(chrono::Duration::seconds(60));
     let removed = w
         .send(w.click("U0ONCALL01", TEAM, ACTION_APPROVE, &key))
         .await;
