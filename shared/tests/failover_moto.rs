@@ -1033,12 +1033,15 @@ async fn left_fenced(r: &Run) -> Vec<String> {
 }
 
 /// The sweep runs while its ModifyDBInstance of P takes `delay_s`, and a
-/// fence begins `fence_after_s` into it. Returns the fence's result.
+/// fence (exec-2) begins `fence_after_s` into it. The fence must end
+/// confirmed, holding the transition, with P fenced and P's own groups
+/// (`before`) recorded for failback. Returns the primary record then.
 async fn sweep_racing_a_fence(
     r: &Run,
+    before: &[String],
     delay_s: u64,
     fence_after_s: u64,
-) -> handover::execution::FenceResult {
+) -> handover::store::primary::PrimaryRecord {
     let slow = unique("slow-unfence");
     handover_testkit::add_fault_rules(json!([{"id": slow, "mode": "latency", "seconds": delay_s,
         "count": 1, "service": "rds", "action": "ModifyDBInstance",
@@ -1077,7 +1080,16 @@ async fn sweep_racing_a_fence(
         vec![r.plan.regions.primary.fence_security_group_id.clone()],
         "P is fenced at the end: the sweep's late call did not undo the fence"
     );
-    fence
+    assert_eq!(
+        fence.previous_security_groups, before,
+        "failback restores P's own groups"
+    );
+    let rec = r.store.primary().await.unwrap().unwrap();
+    assert_eq!(
+        rec.transition.as_ref().map(|t| t.execution.as_str()),
+        Some("exec-2")
+    );
+    rec
 }
 
 /// Found by review: the sweep read "no transition" and then restored P's
@@ -1089,16 +1101,7 @@ async fn sweep_racing_a_fence(
 async fn the_sweep_never_undoes_a_fence_that_began_while_it_unfenced_p() {
     let r = run(5.0).await;
     let before = left_fenced(&r).await;
-    let fence = sweep_racing_a_fence(&r, 3, 1).await;
-    assert_eq!(
-        fence.previous_security_groups, before,
-        "failback restores P's own groups"
-    );
-    let rec = r.store.primary().await.unwrap().unwrap();
-    assert_eq!(
-        rec.transition.map(|t| t.execution).as_deref(),
-        Some("exec-2")
-    );
+    let rec = sweep_racing_a_fence(&r, &before, 3, 1).await;
     assert_eq!(
         rec.unfence_pending, None,
         "the sweep finished before the fence"
@@ -1114,16 +1117,7 @@ async fn the_sweep_never_undoes_a_fence_that_began_while_it_unfenced_p() {
 async fn a_sweep_call_that_timed_out_holds_its_claim_until_it_cannot_land() {
     let r = run(5.0).await;
     let before = left_fenced(&r).await;
-    let fence = sweep_racing_a_fence(&r, 12, 11).await;
-    assert_eq!(
-        fence.previous_security_groups, before,
-        "failback restores P's own groups"
-    );
-    let rec = r.store.primary().await.unwrap().unwrap();
-    assert_eq!(
-        rec.transition.map(|t| t.execution).as_deref(),
-        Some("exec-2")
-    );
+    let rec = sweep_racing_a_fence(&r, &before, 12, 11).await;
     assert_eq!(rec.unfencing, None, "the fence removed the lapsed claim");
 }
 
