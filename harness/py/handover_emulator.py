@@ -60,6 +60,7 @@ from __future__ import annotations
 import argparse
 import base64
 import calendar
+import datetime
 import hashlib
 import hmac
 import http.client
@@ -110,6 +111,19 @@ REALISM_DEFAULTS = {
     # ModifyDBInstance NewDBInstanceIdentifier: `renaming` for this long; the
     # instance's endpoint changes with its name, and its engine restarts.
     "rename_s": 0.0,
+    # The first automated backup of a promoted instance with backups on
+    # (PromoteReadReplica docs: "backups are taken based on your backup
+    # settings" once promoted). It starts as the promotion ends and finishes
+    # this long after, with "Backing up DB instance" and "Finished DB
+    # instance backup" events and an automated snapshot. Zero: none is taken.
+    # The status stays `available`. RDS documents no status for this backup;
+    # if it showed `backing-up`, the world would be kinder than AWS here.
+    "first_backup_s": 0.0,
+    # Route 53 ChangeResourceRecordSets: the change is PENDING for this long,
+    # then GetChange says INSYNC (Route 53 API Reference, GetChange). The
+    # scope is a hosted zone ID (bare, as moto issues it) or "*". The record
+    # answers the new value at once.
+    "route53_insync_s": 0.0,
 }
 # DB instance identifier -> the PostgreSQL server behind it ({"port": n}), for
 # instances whose database is real: a reboot restarts the engine, so every
@@ -180,6 +194,29 @@ def patch_promote_read_replica() -> None:
             database.source_db_instance_identifier = None
             database.status = "available"
             database._handover_promoting = False
+        first_backup(database)
+
+    def first_backup(database) -> None:
+        ident = database.db_instance_identifier
+        seconds = realism(ident, "first_backup_s")
+        if seconds <= 0 or int(getattr(database, "backup_retention_period", 0) or 0) <= 0:
+            return
+        with RDS_LOCK:
+            database.add_event("DB_INSTANCE_BACKUP_START")
+
+        def done() -> None:
+            with RDS_LOCK:
+                if database.backend.databases.get(ident) is not database:
+                    return  # the instance was deleted or replaced meanwhile
+                stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d-%H-%M-%S")
+                try:
+                    database.backend.create_auto_snapshot(ident, f"rds:{ident}-{stamp}")
+                except Exception as e:  # noqa: BLE001 (logged: the report then shows no backup)
+                    print(f"the first backup of {ident}: {e}", flush=True)
+                    return
+                database.add_event("DB_INSTANCE_BACKUP_FINISH")
+
+        threading.Timer(seconds, done).start()
 
     def promote_read_replica(self, db_kwargs):  # type: ignore[no-untyped-def]
         ident = db_kwargs["db_instance_identifier"]
@@ -471,6 +508,51 @@ def patch_security_group_membership() -> None:
 
     models.RDSBackend.modify_db_instance = modify_db_instance
     models.DBInstance.vpc_security_group_membership_list = property(membership)
+
+
+def patch_route53_insync() -> None:
+    """Make a Route 53 change PENDING before it is INSYNC, as Route 53 does.
+
+    AWS (Route 53 API Reference, ChangeResourceRecordSets and GetChange): the
+    call answers PENDING with a change ID, and GetChange answers INSYNC once
+    every authoritative name server has the change ("generally within 60
+    seconds"). moto 5.2.5 answers INSYNC at once, with one fixed change ID for
+    every change. Where the zone's ``route53_insync_s`` is set, this patch
+    gives each change its own ID and keeps it PENDING that long. Elsewhere
+    moto's answer stands. GetChange answers INSYNC for any ID it did not
+    issue, as moto does.
+    """
+    from moto.core.utils import utcnow
+    from moto.route53.responses import Route53
+
+    original = Route53.change_resource_record_sets
+    submitted: dict[str, float] = {}
+    counter = iter(range(1, 1 << 62))
+
+    def change_resource_record_sets(self):  # type: ignore[no-untyped-def]
+        result = original(self)
+        zone = str(self._get_param("HostedZoneId") or "").rsplit("/", 1)[-1]
+        pending = realism(zone, "route53_insync_s")
+        if pending <= 0:
+            return result
+        change_id = f"/change/C{next(counter):012d}HANDOVER"
+        info = result.result["ChangeInfo"]
+        submitted[change_id] = (time.monotonic() + pending, info["SubmittedAt"])
+        info["Id"], info["Status"] = change_id, "PENDING"
+        return result
+
+    def get_change(self):  # type: ignore[no-untyped-def]
+        from moto.core.responses import ActionResult
+
+        change_id = self._get_param("Id")
+        if not change_id.startswith("/change/"):
+            change_id = f"/change/{change_id}"
+        due, at = submitted.get(change_id, (0.0, utcnow()))
+        status = "PENDING" if time.monotonic() < due else "INSYNC"
+        return ActionResult({"ChangeInfo": {"Id": change_id, "Status": status, "SubmittedAt": at}})
+
+    Route53.change_resource_record_sets = change_resource_record_sets
+    Route53.get_change = get_change
 
 
 def patch_send_task_failure_cause() -> None:
@@ -1636,6 +1718,7 @@ def main() -> int:
     patch_create_db_instance_read_replica()
     patch_rename_db_instance()
     patch_send_task_failure_cause()
+    patch_route53_insync()
     from moto.server import ThreadedMotoServer
 
     moto = ThreadedMotoServer(ip_address="127.0.0.1", port=moto_port, verbose=False)

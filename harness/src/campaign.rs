@@ -465,7 +465,8 @@ impl Campaign {
         plan.fence.confirm_s = 5;
         provision_dns(&aws, &mut plan, "p-alb.ap-northeast-2.elb.amazonaws.com").await;
         provision_databases(&aws, &plan).await;
-        realistic_pair(&plan).await;
+        // The campaign runs at the fast pace: its plan is tuned for many short runs.
+        realistic_pair(&plan, crate::pace::Pace::Fast).await;
         // P's database is real, with P's app writing through an open session;
         // S's is its streaming replica through a link a partition cuts.
         let (pdb, sdb) = crate::pdb::pair(out, &plan, "campaign").await?;

@@ -3,6 +3,7 @@
 use crate::app::{App, HANG};
 use crate::blocks::collect_buttons;
 use crate::lambdas::{Lambdas, definition};
+use crate::pace::{self, Pace};
 use crate::process::{Guard, say, workspace_root};
 use crate::world::{
     deregister_all_targets, provision_databases, provision_dns, provision_target_group,
@@ -21,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod real_time;
 mod roundtrip;
 
 /// What the drill answers to the approval request.
@@ -73,6 +75,71 @@ impl fmt::Display for Decision {
     }
 }
 
+/// What breaks P in a drill that breaks it (`DRILL_INCIDENT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Incident {
+    /// A network partition: P's app stops answering and replication to S
+    /// stops, while P's app goes on writing to P's database inside.
+    #[default]
+    Partition,
+    /// P's app is down and writes nothing; P's database stays up and S keeps
+    /// replaying its stream. Nothing is lost, and the source is quiet.
+    AppDown,
+}
+
+impl Incident {
+    /// `DRILL_INCIDENT`'s value (unset or empty: partition).
+    pub fn parse(value: &str) -> Result<Self> {
+        match value {
+            "" | "partition" => Ok(Incident::Partition),
+            "app-down" => Ok(Incident::AppDown),
+            other => bail!("DRILL_INCIDENT={other:?}: use partition or app-down"),
+        }
+    }
+}
+
+impl fmt::Display for Incident {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Incident::Partition => "partition",
+            Incident::AppDown => "app-down",
+        })
+    }
+}
+
+/// How a drill's world is set up: its pace and what breaks P.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Options {
+    /// How fast the world runs.
+    pub pace: Pace,
+    /// What breaks P.
+    pub incident: Incident,
+}
+
+impl Options {
+    /// From `HANDOVER_PACE`, `HANDOVER_SCALE` and `DRILL_INCIDENT`. A planned
+    /// switchover breaks nothing, so it refuses an incident.
+    pub fn from_env(decision: Decision) -> Result<Self> {
+        let incident = std::env::var("DRILL_INCIDENT").unwrap_or_default();
+        Options::parse(decision, Pace::from_env()?, &incident)
+    }
+
+    /// [`Options::from_env`]'s rules, on the values.
+    pub fn parse(decision: Decision, pace: Pace, incident: &str) -> Result<Self> {
+        if !incident.is_empty() && decision == Decision::Switchover {
+            bail!("DRILL_INCIDENT applies to a drill that breaks P, not to a switchover");
+        }
+        Ok(Options {
+            pace,
+            incident: Incident::parse(incident)?,
+        })
+    }
+}
+
+#[cfg(test)]
+#[path = "drill/options_tests.rs"]
+mod options_tests;
+
 /// How the run ended and what it produced.
 #[derive(Debug, Clone, Default)]
 pub struct Summary {
@@ -103,14 +170,17 @@ impl fmt::Display for Summary {
 
 /// The Slack signing secret the world stores for the slack function.
 pub const SIGNING_SECRET: &str = "drill-signing-secret-0b1c2d3e4f";
-/// How long Route 53's checkers take to call a failing P unhealthy (AWS:
-/// failure threshold 3 x request interval 30 s = 90 s; compressed).
-const ROUTE53_DETECTION: Duration = Duration::from_secs(3);
 const BOT_TOKEN: &str = "xoxb-drill-bot-token-5a6b7c8d";
 const REGION: &str = "ap-northeast-1";
 
 /// The running world. Dropping it stops everything it started.
 pub struct Drill {
+    /// How fast the world runs.
+    pace: Pace,
+    /// What breaks P.
+    incident: Incident,
+    /// When the drill broke P (none for a switchover).
+    broken_at: std::sync::Mutex<Option<chrono::DateTime<Utc>>>,
     /// The environment the stack gives the functions (what they run with).
     env: Vec<(&'static str, String)>,
     out: PathBuf,
@@ -223,8 +293,16 @@ impl Drill {
         self.slack.response_url(name)
     }
 
-    /// Start everything and provision the world from `drill/plan.json`.
-    pub async fn start(out: &Path, emulator: Guard, started: Instant) -> Result<Drill> {
+    /// Start everything and provision the world from `drill/plan.json`,
+    /// its durations and the plan's timings at the options' pace.
+    pub async fn start(
+        out: &Path,
+        emulator: Guard,
+        started: Instant,
+        options: Options,
+    ) -> Result<Drill> {
+        let Options { pace, incident } = options;
+        say(started, format!("pace: {}", pace.describe()));
         let root = workspace_root();
         say(started, format!("emulator up at {}", crate::endpoint()));
         let slack = SlackStandIn::start().await?;
@@ -244,6 +322,7 @@ impl Drill {
         let aws = Aws::new();
         let mut plan: Plan =
             Plan::from_json(&std::fs::read_to_string(root.join("drill/plan.json"))?)?;
+        pace.scale_plan(&mut plan);
         plan.regions.primary.endpoint = format!("{}/health", p_app.url);
         plan.regions.standby.endpoint = format!("{}/health", s_app.url);
         plan.dns.read_url = Some(format!("{}/health", s_app.url));
@@ -252,9 +331,13 @@ impl Drill {
         // where Route 53 answers, to apps that say which Region served.
         p_app.set_served_by(&plan.regions.primary.region);
         s_app.set_served_by(&plan.regions.standby.region);
-        let front =
-            crate::public::PublicFront::start(&aws, &plan, p_app.url.clone(), s_app.url.clone())
-                .await;
+        let front = crate::public::PublicFront::start(
+            &aws,
+            &plan,
+            (p_app.url.clone(), s_app.url.clone()),
+            pace.of(&pace::RECORD_TTL),
+        )
+        .await;
         plan.dns.read_url = Some(format!("{}/health", front.url));
         plan.dns.served_by_header = Some("x-served-by".into());
         crate::world::provision_fence_group(&aws, &mut plan).await;
@@ -262,8 +345,8 @@ impl Drill {
         // plan's minimums.
         crate::stack::provision_capacity(&aws, &mut plan).await;
         provision_databases(&aws, &plan).await;
-        // RDS takes its time, as in AWS (compressed; docs/explanation/emulated-world.md).
-        crate::world::realistic_pair(&plan).await;
+        // RDS and Route 53 take their time, as in AWS, at the drill's pace.
+        crate::world::realistic_pair(&plan, pace).await;
         // P's database is real, and P's app writes to it through one pooled
         // connection that stays open (a security group does not cut it); S's
         // is its streaming replica, read-only until RDS promotes it.
@@ -391,6 +474,9 @@ impl Drill {
         }
         let lambdas = Lambdas::start(&env).await;
         let mut drill = Drill {
+            pace,
+            incident,
+            broken_at: Default::default(),
             env,
             out: out.to_owned(),
             started,
@@ -429,11 +515,12 @@ impl Drill {
             self.plan.regions.primary.health_check_id.clone(),
             self.plan.regions.standby.health_check_id.clone(),
         );
+        let detection = self.pace.of(&pace::HEALTH_CHECK_DETECTION);
         self.tasks.push(tokio::spawn(async move {
             let http = reqwest::Client::new();
             // Route 53 marks an endpoint unhealthy only after several failed
-            // checks (failure threshold 3 x request interval 30 s in AWS;
-            // compressed here), so DNS moves to S some time after P fails.
+            // checks (interval x failure threshold, at the drill's pace), so
+            // DNS moves to S some time after P fails.
             let mut p_failing_since: Option<Instant> = None;
             loop {
                 let ok = |url: String| {
@@ -452,7 +539,7 @@ impl Drill {
                     true
                 } else {
                     let since = *p_failing_since.get_or_insert_with(Instant::now);
-                    since.elapsed() < ROUTE53_DETECTION
+                    since.elapsed() < detection
                 };
                 crate::control("health", json!({ &p_hc: p, &s_hc: s })).await;
                 tokio::time::sleep(Duration::from_millis(500)).await;
@@ -674,10 +761,15 @@ impl Drill {
             error.as_deref().unwrap_or("")
         ));
         self.save_history(&execution).await?;
-        let summary = self
+        let mut summary = self
             .audit(&execution, &status, error, cause, decision)
             .await?;
         self.after_checks(decision, &summary).await?;
+        // After `handover rpo`: the comparison shows the measured RPO.
+        let table = self.comparison(decision).await?;
+        let at = summary.lines.iter().position(|l| l == "Report:");
+        let at = at.unwrap_or(summary.lines.len());
+        summary.lines.splice(at..at, table);
         self.scan_logs(token.as_deref())?;
         if decision == Decision::Roundtrip {
             print!("{summary}");
@@ -726,14 +818,21 @@ impl Drill {
     /// Break P (a partition) and tick detect until it starts a run; its
     /// execution ARN.
     async fn break_p(&self) -> Result<String> {
-        self.say("BREAK P: a partition cuts P off: its app stops answering, its load balancer loses every target and replication to S stops; inside, P's database stays up with P's app still writing through an open connection (the writes S will not have; the split brain a fence exists for)");
+        self.say(match self.incident {
+            Incident::Partition => "BREAK P: a partition cuts P off: its app stops answering, its load balancer loses every target and replication to S stops; inside, P's database stays up with P's app still writing through an open connection (the writes S will not have; the split brain a fence exists for)",
+            Incident::AppDown => "BREAK P: P's app goes down: it stops answering and writing, and its load balancer loses every target; P's database stays up and S keeps replaying its stream (nothing is lost; the source is quiet)",
+        });
+        *self.broken_at.lock().expect("the break's time") = Some(Utc::now());
         self.p_app.set_status(HANG);
-        self.pdb.partition(true);
+        match self.incident {
+            Incident::Partition => self.pdb.partition(true),
+            Incident::AppDown => self.pdb.stop_writer().await,
+        }
         let p = &self.plan.regions.primary;
         for tg in &p.target_group_arns {
             deregister_all_targets(&self.aws, &p.region, tg).await;
         }
-        tokio::time::sleep(Duration::from_millis(1200)).await;
+        tokio::time::sleep(self.pace.of(&pace::DETECT_FIRST_TICK)).await;
 
         let mut execution = None;
         for _ in 0..10 {
@@ -749,7 +848,7 @@ impl Drill {
                 execution = r["execution_arn"].as_str().map(str::to_owned);
                 break;
             }
-            tokio::time::sleep(Duration::from_millis(1100)).await;
+            tokio::time::sleep(self.pace.of(&pace::DETECT_TICK)).await;
         }
         let execution = execution.ok_or_else(|| anyhow!("detect never started an execution"))?;
         self.say(format!("execution started: {execution}"));
@@ -839,7 +938,8 @@ impl Drill {
         let (action, key) =
             choice.ok_or_else(|| anyhow!("the approval message has no such button"))?;
         if decision != Decision::Interactive {
-            tokio::time::sleep(Duration::from_secs(2)).await; // a person reads the message
+            // A person reads the message.
+            tokio::time::sleep(self.pace.of(&pace::DECISION)).await;
         }
         let user = if action == ACTION_REJECT {
             "U0ONCALL02"
@@ -1004,18 +1104,19 @@ impl Drill {
                 self.plan.report.prefix
             )
         })?;
+        let report = self.with_later_measures(report).await?;
         let mut numbers = vec!["Four numbers (T0 = first failing probe):".to_string()];
         for key in ["read_rto", "write_rto", "conservative_rto", "rpo"] {
             let m = &report["numbers"][key];
             let value = m["value_s"]
                 .as_f64()
-                .map(fmt_secs)
+                .map(|v| self.shown(v))
                 .unwrap_or_else(|| "—".into());
             numbers.push(format!(
                 "  {:<18} {:>8}  target {:>6}  {}",
                 m["label"].as_str().unwrap_or(key),
                 value,
-                fmt_secs(m["target_s"].as_f64().unwrap_or_default()),
+                self.shown(m["target_s"].as_f64().unwrap_or_default()),
                 m["status"].as_str().unwrap_or("?").to_uppercase()
             ));
         }
@@ -1437,8 +1538,9 @@ impl Drill {
                     loss.span_s
                 );
                 self.say(format!(
-                    "checked: S never got {} orders P took while partitioned, spanning {:.1} s; the run estimated {estimate:.1} s (ReplicaLag sampled at {}), at most {bound:.1} s by the fence",
+                    "checked: S never got {} orders P took ({}), spanning {:.1} s; the run estimated {estimate:.1} s (ReplicaLag sampled at {}), at most {bound:.1} s by the fence",
                     loss.rows,
+                    self.incident,
                     loss.span_s,
                     sampled_at.format("%H:%M:%S")
                 ));

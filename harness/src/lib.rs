@@ -17,6 +17,7 @@ pub mod drill;
 pub mod fixtures;
 pub mod lambdas;
 pub mod logs;
+pub mod pace;
 pub mod pdb;
 pub mod postgres;
 pub mod process;

@@ -2,7 +2,8 @@
 //! Route 53 (the router's TestDNSAnswer, which follows the failover rule and
 //! the health checks) where the name points on every request, and forwards
 //! the GET to that side's app. So a GET "through the public name" reaches P
-//! or S exactly as DNS would send it.
+//! or S exactly as DNS would send it. Like a resolver, the front keeps an
+//! answer for the record's TTL before it asks again.
 
 use handover::aws::Aws;
 use handover::plan::Plan;
@@ -18,8 +19,14 @@ pub struct PublicFront {
 
 impl PublicFront {
     /// Serve the plan's public name: `s_url` while Route 53 answers the
-    /// plan's `standby_target`, `p_url` otherwise.
-    pub async fn start(aws: &Aws, plan: &Plan, p_url: String, s_url: String) -> PublicFront {
+    /// plan's `standby_target`, `p_url` otherwise. An answer is kept for
+    /// `ttl` (zero: asked on every request).
+    pub async fn start(
+        aws: &Aws,
+        plan: &Plan,
+        (p_url, s_url): (String, String),
+        ttl: Duration,
+    ) -> PublicFront {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind 127.0.0.1:0");
@@ -31,14 +38,16 @@ impl PublicFront {
             plan.dns.standby_target.trim_end_matches('.').to_owned(),
         );
         let http = reqwest::Client::new();
+        let cache: Cached = Default::default();
         let task = tokio::spawn(async move {
             while let Ok((mut sock, _)) = listener.accept().await {
-                let (r53, zone, name, target, http) = (
+                let (r53, zone, name, target, http, cache) = (
                     r53.clone(),
                     zone.clone(),
                     name.clone(),
                     target.clone(),
                     http.clone(),
+                    cache.clone(),
                 );
                 let (p_url, s_url) = (p_url.clone(), s_url.clone());
                 tokio::spawn(async move {
@@ -46,18 +55,27 @@ impl PublicFront {
                     let n = sock.read(&mut buf).await.unwrap_or(0);
                     let line = String::from_utf8_lossy(&buf[..n]).to_string();
                     let path = line.split_whitespace().nth(1).unwrap_or("/").to_owned();
-                    let on_s = r53
-                        .test_dns_answer()
-                        .hosted_zone_id(&zone)
-                        .record_name(&name)
-                        .record_type(aws_sdk_route53::types::RrType::Cname)
-                        .send()
-                        .await
-                        .is_ok_and(|a| {
-                            a.record_data()
-                                .iter()
-                                .any(|v| v.trim_end_matches('.').eq_ignore_ascii_case(&target))
-                        });
+                    let kept = *cache.lock().expect("the answer cache");
+                    let on_s = match kept {
+                        Some((at, on_s)) if at.elapsed() < ttl => on_s,
+                        _ => {
+                            let on_s = r53
+                                .test_dns_answer()
+                                .hosted_zone_id(&zone)
+                                .record_name(&name)
+                                .record_type(aws_sdk_route53::types::RrType::Cname)
+                                .send()
+                                .await
+                                .is_ok_and(|a| {
+                                    a.record_data().iter().any(|v| {
+                                        v.trim_end_matches('.').eq_ignore_ascii_case(&target)
+                                    })
+                                });
+                            *cache.lock().expect("the answer cache") =
+                                Some((std::time::Instant::now(), on_s));
+                            on_s
+                        }
+                    };
                     let upstream = if on_s { s_url } else { p_url };
                     // A side that does not answer: the client waits, as it
                     // would on a dead Region (no response at all).
@@ -88,6 +106,9 @@ impl PublicFront {
         PublicFront { url, task }
     }
 }
+
+/// The last answer and when it was fetched.
+type Cached = std::sync::Arc<std::sync::Mutex<Option<(std::time::Instant, bool)>>>;
 
 impl Drop for PublicFront {
     fn drop(&mut self) {

@@ -1,8 +1,10 @@
 //! Provisioning the emulated world a plan describes: the RDS primary in P,
 //! its cross-Region read replica in S, ReplicaLag samples, fence groups.
 
+use crate::pace::{self, Pace};
 use handover::aws::Aws;
 use handover::plan::Plan;
+use serde_json::json;
 
 /// Create P's primary and S's cross-Region replica as the plan names them.
 /// Returns P's instance ARN.
@@ -658,24 +660,28 @@ pub async fn provision_fence_group(aws: &Aws, plan: &mut Plan) -> String {
     vpc
 }
 
-/// The compressed timings of AWS the drill's and the campaign's world keep: promotion
-/// `modifying` then `rebooting`, and the security-group `adding`/`removing`
-/// window (AWS: minutes and seconds; see docs/explanation/emulated-world.md).
-pub const PROMOTE_MODIFYING_S: f64 = 1.0;
-/// See [`PROMOTE_MODIFYING_S`].
-pub const PROMOTE_REBOOTING_S: f64 = 1.0;
-/// See [`PROMOTE_MODIFYING_S`].
-pub const SG_PENDING_S: f64 = 0.5;
-/// See [`PROMOTE_MODIFYING_S`]: a reboot's `rebooting`, the engine stopping as it begins.
-pub const REBOOT_S: f64 = 1.0;
-
-/// Give the plan's two instances these timings (the drill's and the campaign's world).
-pub async fn realistic_pair(plan: &Plan) {
+/// Give the plan's two instances, and Route 53, AWS's timings at `pace`
+/// (the drill's and the campaign's world; the figures are in `pace.rs`).
+pub async fn realistic_pair(plan: &Plan, pace: Pace) {
+    let rds = json!({
+        "promote_modifying_s": pace.secs(&pace::PROMOTE_MODIFYING),
+        "promote_rebooting_s": pace.secs(&pace::PROMOTE_REBOOTING),
+        "sg_pending_s": pace.secs(&pace::SG_PENDING),
+        "reboot_s": pace.secs(&pace::REBOOT),
+        "first_backup_s": pace.secs(&pace::FIRST_BACKUP),
+    });
     for id in [
         &plan.regions.primary.db_instance_id,
         &plan.regions.standby.db_instance_id,
     ] {
-        crate::realistic_rds(id, PROMOTE_MODIFYING_S, PROMOTE_REBOOTING_S, SG_PENDING_S).await;
-        crate::realistic_reboot(id, REBOOT_S).await;
+        crate::control("realism", json!({ id: rds.clone() })).await;
+    }
+    let insync = json!({ "route53_insync_s": pace.secs(&pace::RECORD_INSYNC) });
+    let writer_zone = match &plan.dns.writer {
+        handover::plan::WriterEndpoint::Cname { hosted_zone_id, .. } => Some(hosted_zone_id),
+        _ => None,
+    };
+    for zone in std::iter::once(&plan.dns.hosted_zone_id).chain(writer_zone) {
+        crate::control("realism", json!({ zone: insync.clone() })).await;
     }
 }

@@ -85,6 +85,157 @@ async fn promotion_goes_through_modifying_and_rebooting_before_it_stands_alone()
     );
 }
 
+/// PromoteReadReplica: "backups are taken based on your backup settings"
+/// once the instance is promoted. The first one starts as the promotion
+/// ends and finishes later, with RDS's two backup events and an automated
+/// snapshot (RDS User Guide, "Amazon RDS event categories and event
+/// messages": RDS-EVENT-0001, RDS-EVENT-0002).
+#[tokio::test]
+async fn a_promoted_instance_takes_its_first_backup_after_the_promotion() {
+    let aws = aws();
+    let plan = unique_plan();
+    let s = &plan.regions.standby;
+    provision_databases(&aws, &plan).await;
+    realistic_rds(&s.db_instance_id, 0.2, 0.2, 0.0).await;
+    control(
+        "realism",
+        json!({ &s.db_instance_id: { "first_backup_s": 1.0 } }),
+    )
+    .await;
+    let rds = aws.rds(&s.region).await;
+    let since = aws_smithy_types::DateTime::from_secs(chrono::Utc::now().timestamp() - 1);
+    rds.promote_read_replica()
+        .db_instance_identifier(&s.db_instance_id)
+        .backup_retention_period(7)
+        .send()
+        .await
+        .expect("promote");
+    let messages = || async {
+        rds.describe_events()
+            .source_type(aws_sdk_rds::types::SourceType::DbInstance)
+            .source_identifier(&s.db_instance_id)
+            .send()
+            .await
+            .expect("DescribeEvents")
+            .events()
+            .iter()
+            .filter_map(|e| e.message().map(str::to_ascii_lowercase))
+            .filter(|m| m.contains("backup") || m.contains("backing up"))
+            .collect::<Vec<_>>()
+    };
+    // The backup starts as the promotion ends, and takes its second.
+    let started = loop {
+        let now = messages().await;
+        if !now.is_empty() {
+            break now;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(started, ["backing up db instance"], "the backup runs");
+    let t = std::time::Instant::now();
+    let finished = loop {
+        let now = messages().await;
+        if now.len() > 1 || t.elapsed() > Duration::from_secs(5) {
+            break now;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(
+        finished,
+        ["backing up db instance", "finished db instance backup"]
+    );
+    assert!(
+        t.elapsed() >= Duration::from_millis(700),
+        "the backup took {:?}, not its second",
+        t.elapsed()
+    );
+    let snapshots = rds
+        .describe_db_snapshots()
+        .db_instance_identifier(&s.db_instance_id)
+        .snapshot_type("automated")
+        .send()
+        .await
+        .expect("DescribeDBSnapshots");
+    assert!(
+        snapshots.db_snapshots().iter().any(|x| x
+            .snapshot_create_time()
+            .is_some_and(|t| t.secs() >= since.secs())),
+        "no automated snapshot after the promotion: {snapshots:?}"
+    );
+}
+
+/// Route 53 API Reference, ChangeResourceRecordSets and GetChange: a change
+/// is PENDING, then INSYNC once every name server has it ("generally within
+/// 60 seconds"). Each change has its own ID.
+#[tokio::test]
+async fn a_route53_change_is_pending_before_it_is_insync() {
+    let aws = aws();
+    let mut plan = unique_plan();
+    handover_testkit::world::provision_dns(&aws, &mut plan, "p-alb.example.com").await;
+    let zone = plan.dns.hosted_zone_id.clone();
+    control("realism", json!({ &zone: { "route53_insync_s": 1.0 } })).await;
+    let r53 = aws.route53().await;
+    let change = |value: &'static str| {
+        use aws_sdk_route53::types::{
+            Change, ChangeAction, ChangeBatch, ResourceRecord, ResourceRecordSet, RrType,
+        };
+        let set = ResourceRecordSet::builder()
+            .name(format!("writer.{}", plan.dns.record_name))
+            .r#type(RrType::Cname)
+            .ttl(60)
+            .resource_records(ResourceRecord::builder().value(value).build().unwrap())
+            .build()
+            .unwrap();
+        r53.change_resource_record_sets()
+            .hosted_zone_id(&zone)
+            .change_batch(
+                ChangeBatch::builder()
+                    .changes(
+                        Change::builder()
+                            .action(ChangeAction::Upsert)
+                            .resource_record_set(set)
+                            .build()
+                            .unwrap(),
+                    )
+                    .build()
+                    .unwrap(),
+            )
+    };
+    let first = change("a.example.com")
+        .send()
+        .await
+        .expect("change")
+        .change_info
+        .unwrap();
+    let second = change("b.example.com")
+        .send()
+        .await
+        .expect("change")
+        .change_info
+        .unwrap();
+    assert_eq!(first.status.as_str(), "PENDING");
+    assert_ne!(first.id, second.id, "each change has its own ID");
+    let status = |id: String| {
+        let r53 = r53.clone();
+        async move {
+            r53.get_change()
+                .id(id)
+                .send()
+                .await
+                .expect("GetChange")
+                .change_info
+                .unwrap()
+                .status
+                .as_str()
+                .to_owned()
+        }
+    };
+    assert_eq!(status(first.id.clone()).await, "PENDING");
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert_eq!(status(first.id).await, "INSYNC");
+    control("realism", json!({ &zone: null })).await;
+}
+
 /// RDS API Reference, VpcSecurityGroupMembership: a new group is `adding`
 /// and the old one `removing` until the change is applied.
 #[tokio::test]

@@ -26,6 +26,10 @@ fn seed(v: &str) -> Option<u64> {
 
 fn main() -> ExitCode {
     let started = Instant::now();
+    if let Err(e) = handover_testkit::pace::Pace::fast_only("the campaign") {
+        eprintln!("campaign: {e:#}");
+        return ExitCode::from(2);
+    }
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
     let runs = match env("HANDOVER_CAMPAIGN_RUNS").map(|v| v.parse::<usize>()) {
         None => 40,

@@ -9,11 +9,14 @@
 //!
 //! `DRILL_DECISION=approve` (default) | `reject` | `timeout` | `interactive` |
 //! `switchover` (no break: a planned switchover started by `handover switchover`).
+//! `HANDOVER_PACE=real HANDOVER_SCALE=k` runs the world at AWS's durations
+//! divided by k, the plan's timings too (`harness/src/pace.rs`).
+//! `DRILL_INCIDENT=partition` (default) | `app-down`: what breaks P.
 //! Exits 0 when the asked-for scenario happened; otherwise non-zero with why.
 
 use anyhow::{Result, bail};
 use chrono::Utc;
-use handover_testkit::drill::{Decision, Drill, Summary, start_emulator};
+use handover_testkit::drill::{Decision, Drill, Options, Summary, start_emulator};
 use handover_testkit::process::say;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -22,6 +25,13 @@ fn main() -> ExitCode {
     let started = Instant::now();
     let decision = match Decision::from_env() {
         Ok(d) => d,
+        Err(e) => {
+            eprintln!("drill: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    let options = match Options::from_env(decision) {
+        Ok(p) => p,
         Err(e) => {
             eprintln!("drill: {e:#}");
             return ExitCode::from(2);
@@ -51,7 +61,7 @@ fn main() -> ExitCode {
         .expect("tokio runtime");
     let outcome = runtime.block_on(async {
         let run = async {
-            let mut drill = Drill::start(&out, emulator, started).await?;
+            let mut drill = Drill::start(&out, emulator, started, options).await?;
             drill.run(decision).await
         };
         tokio::select! {

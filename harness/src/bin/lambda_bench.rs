@@ -392,6 +392,10 @@ fn ms(d: Duration) -> String {
 
 fn main() -> std::process::ExitCode {
     let started = Instant::now();
+    if let Err(e) = handover_testkit::pace::Pace::fast_only("the bench") {
+        eprintln!("bench: {e:#}");
+        return std::process::ExitCode::from(2);
+    }
     let out = handover_testkit::process::workspace_root().join("out/bench");
     let _ = std::fs::remove_dir_all(&out);
     // The emulator starts before the runtime: it sets this process's AWS
@@ -437,7 +441,7 @@ async fn bench(
     let clicks = count("HANDOVER_BENCH_CLICKS", 20)?;
     let functions = env("HANDOVER_BENCH_FUNCTIONS").unwrap_or_else(|| "detect,slack".into());
     let check = env("HANDOVER_BENCH_CHECK").is_some_and(|v| v == "1");
-    let drill = Drill::start(&out, emulator, started).await?;
+    let drill = Drill::start(&out, emulator, started, Default::default()).await?;
     let api = RuntimeApi::start().await?;
     let mut slower = Vec::new();
     for function in functions.split(',').map(str::trim) {
