@@ -141,7 +141,7 @@ pub struct PlanFigure {
 }
 
 /// The plan's timings and targets at the real pace, before scaling.
-pub const PLAN: [PlanFigure; 11] = [
+pub const PLAN: [PlanFigure; 12] = [
     PlanFigure {
         field: "targets.rto_s",
         real_s: 900,
@@ -176,6 +176,11 @@ pub const PLAN: [PlanFigure; 11] = [
         field: "timings.cooldown_s",
         real_s: 1800,
         source: "docs/reference/plan.md: 30 minutes between runs",
+    },
+    PlanFigure {
+        field: "timings.dns_sync_s",
+        real_s: 90,
+        source: "the plan's default: Route 53's \"within 60 seconds\" and a half more",
     },
     PlanFigure {
         field: "fence.confirm_s",
@@ -299,6 +304,7 @@ impl Pace {
             u32::try_from(budget.div_ceil(t.promotion_poll_s)).unwrap_or(u32::MAX);
         t.verify_deadline_s = s("timings.verify_deadline_s");
         t.cooldown_s = s("timings.cooldown_s");
+        t.dns_sync_s = s("timings.dns_sync_s");
         plan.fence.confirm_s = s("fence.confirm_s");
         let sw = &mut plan.switchover;
         sw.poll_s = s("switchover.poll_s");

@@ -546,6 +546,10 @@ pub struct SwitchResult {
     pub switched_at: DateTime<Utc>,
     /// Every change, with previous values.
     pub changes: Vec<Change>,
+    /// Route 53 changes switch did not see INSYNC (`timings.dns_sync_s`),
+    /// each with why: applied, and maybe not yet on every name server.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unsynced: Vec<String>,
 }
 
 /// One verify check.

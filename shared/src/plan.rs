@@ -564,6 +564,9 @@ pub struct Timings {
     /// Budget for one diagnose snapshot call, milliseconds.
     #[serde(default = "defaults::default_call_budget")]
     pub call_timeout_ms: u64,
+    /// How long switch waits for its Route 53 changes to be INSYNC, seconds.
+    #[serde(default = "defaults::default_dns_sync")]
+    pub dns_sync_s: u64,
 }
 
 impl Default for Timings {
@@ -576,6 +579,7 @@ impl Default for Timings {
             lock_lease_s: defaults::default_lease(),
             cooldown_s: defaults::default_cooldown(),
             call_timeout_ms: defaults::default_call_budget(),
+            dns_sync_s: defaults::default_dns_sync(),
         }
     }
 }
@@ -680,6 +684,9 @@ pub const SWITCHOVER_MARGIN_S: u64 = 5 * 130 + 300 + 60;
 pub const MAX_VERIFY_DEADLINE_S: u64 = 840;
 /// One AWS call's budget inside a step whose Lambda timeout is 60 s.
 pub const MAX_CALL_TIMEOUT_MS: u64 = 20_000;
+/// The longest switch waits for INSYNC: its Lambda timeout is 120 s, and
+/// its other calls need the rest.
+pub const MAX_DNS_SYNC_S: u64 = 90;
 
 impl Plan {
     /// The lock lease a planned switchover takes: the plan's lease, or the

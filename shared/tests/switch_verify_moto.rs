@@ -179,6 +179,62 @@ async fn health_check_failover_pins_s_even_when_ps_endpoint_answers_again() {
     );
 }
 
+/// The private zone of the plan's writer CNAME.
+fn writer_zone(plan: &Plan) -> String {
+    match &plan.dns.writer {
+        WriterEndpoint::Cname { hosted_zone_id, .. } => hosted_zone_id.clone(),
+        other => panic!("the test plan's writer is a CNAME, not {other:?}"),
+    }
+}
+
+/// Route 53 answers a change PENDING, then INSYNC "generally within 60
+/// seconds" (API Reference, GetChange). switch waits for it within the
+/// plan's `timings.dns_sync_s`, not within six call budgets: a change
+/// slower than those is waited for, not failed and retried.
+#[tokio::test]
+async fn a_writer_change_slower_than_six_call_budgets_is_waited_for() {
+    let aws = aws();
+    let mut plan = dns_plan(&aws).await;
+    plan.timings.call_timeout_ms = 1000; // six budgets: 6 s
+    let zone = writer_zone(&plan);
+    control("realism", json!({ &zone: { "route53_insync_s": 7.0 } })).await;
+    let t = std::time::Instant::now();
+    let out = run_switch(&aws, &plan).await;
+    control("realism", json!({ &zone: null })).await;
+    assert!(out.unsynced.is_empty(), "{:?}", out.unsynced);
+    assert!(
+        t.elapsed() >= Duration::from_secs(7),
+        "switch ended in {:?}, before the change was INSYNC",
+        t.elapsed()
+    );
+}
+
+/// A change still PENDING when `timings.dns_sync_s` runs out is applied
+/// all the same: switch reports it, and does not fail the run.
+#[tokio::test]
+async fn a_change_still_pending_when_the_wait_ends_is_reported_not_failed() {
+    let aws = aws();
+    let mut plan = dns_plan(&aws).await;
+    plan.timings.dns_sync_s = 1;
+    let zone = writer_zone(&plan);
+    control("realism", json!({ &zone: { "route53_insync_s": 30.0 } })).await;
+    let t = std::time::Instant::now();
+    let out = run_switch(&aws, &plan).await;
+    control("realism", json!({ &zone: null })).await;
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    assert_eq!(out.unsynced.len(), 1, "{:?}", out.unsynced);
+    assert!(out.unsynced[0].contains("(writer)"), "{:?}", out.unsynced);
+    let WriterEndpoint::Cname {
+        name,
+        standby_target,
+        ..
+    } = &plan.dns.writer
+    else {
+        unreachable!()
+    };
+    assert_eq!(cname(&aws, &zone, name).await, vec![standby_target.clone()]);
+}
+
 /// A re-run (the first attempt's answer lost after it acted, or a crash)
 /// finds every change made and still reports the values failback needs:
 /// they were recorded in the state store before each change.

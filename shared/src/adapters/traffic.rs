@@ -38,7 +38,8 @@ pub trait RecordSets {
         name: &str,
         rtype: &str,
     ) -> impl std::future::Future<Output = Result<Option<String>, AwsError>> + Send;
-    /// UPSERT a simple record and wait until the change is INSYNC (bounded).
+    /// UPSERT a simple record within `budget`: the change's ID, and
+    /// whether Route 53 already says INSYNC. It does not wait for INSYNC.
     fn upsert(
         &self,
         zone: &str,
@@ -46,7 +47,13 @@ pub trait RecordSets {
         rtype: &str,
         value: &str,
         budget: Duration,
-    ) -> impl std::future::Future<Output = Result<String, AwsError>> + Send;
+    ) -> impl std::future::Future<Output = Result<(String, bool), AwsError>> + Send;
+    /// Whether the change `id` is INSYNC now (one GetChange within `budget`).
+    fn synced(
+        &self,
+        id: &str,
+        budget: Duration,
+    ) -> impl std::future::Future<Output = Result<bool, AwsError>> + Send;
 }
 
 /// Set ARC routing controls (route53-recovery-cluster:UpdateRoutingControlState).
@@ -177,7 +184,7 @@ impl RecordSets for Route53Control {
         rtype: &str,
         value: &str,
         budget: Duration,
-    ) -> Result<String, AwsError> {
+    ) -> Result<(String, bool), AwsError> {
         use aws_sdk_route53::types::{
             Change, ChangeAction, ChangeBatch, ChangeStatus, ResourceRecord, ResourceRecordSet,
         };
@@ -210,39 +217,35 @@ impl RecordSets for Route53Control {
             )
             .build()
             .map_err(|e| shape(e.to_string()))?;
-        let out = self
-            .client
-            .change_resource_record_sets()
-            .hosted_zone_id(zone)
-            .change_batch(batch)
-            .send()
-            .await
-            .map_err(|e| call_error("route53", "ChangeResourceRecordSets", R53, e))?;
+        let out = bounded("route53", "ChangeResourceRecordSets", R53, budget, async {
+            self.client
+                .change_resource_record_sets()
+                .hosted_zone_id(zone)
+                .change_batch(batch)
+                .send()
+                .await
+                .map_err(|e| call_error("route53", "ChangeResourceRecordSets", R53, e))
+        })
+        .await?;
         let info = out
             .change_info
             .ok_or_else(|| shape("no ChangeInfo".into()))?;
-        let id = info.id.clone();
-        if info.status == ChangeStatus::Insync {
-            return Ok(id);
-        }
-        bounded("route53", "GetChange", R53, budget, async {
-            loop {
-                let c = self
-                    .client
-                    .get_change()
-                    .id(&id)
-                    .send()
-                    .await
-                    .map_err(|e| call_error("route53", "GetChange", R53, e))?;
-                if c.change_info
-                    .is_some_and(|i| i.status == ChangeStatus::Insync)
-                {
-                    return Ok(id.clone());
-                }
-                tokio::time::sleep(Duration::from_secs(2)).await;
-            }
+        Ok((info.id, info.status == ChangeStatus::Insync))
+    }
+
+    #[instrument(skip(self))]
+    async fn synced(&self, id: &str, budget: Duration) -> Result<bool, AwsError> {
+        let c = bounded("route53", "GetChange", R53, budget, async {
+            self.client
+                .get_change()
+                .id(id)
+                .send()
+                .await
+                .map_err(|e| call_error("route53", "GetChange", R53, e))
         })
-        .await
+        .await?;
+        Ok(c.change_info
+            .is_some_and(|i| i.status == aws_sdk_route53::types::ChangeStatus::Insync))
     }
 }
 

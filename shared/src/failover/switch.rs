@@ -47,8 +47,9 @@ const PINNED: (bool, bool) = (true, true);
 /// Switch traffic and writers to S: the writer first (every second it points
 /// at a read-only replica is a second of failed writes), then traffic. Both
 /// moves are attempted whatever happens to the other; each value is recorded
-/// in the state store before it is replaced, so a re-run (after a timeout
-/// waiting for INSYNC, or a crash) reports what failback must restore.
+/// in the state store before it is replaced, so a re-run (after a timeout,
+/// or a crash) reports what failback must restore. Route 53 changes are
+/// then waited for together, until INSYNC or `timings.dns_sync_s`.
 pub async fn switch<C, R, A, P>(
     state: &ExecutionState,
     execution: &str,
@@ -74,15 +75,17 @@ where
         execution,
         now: &now,
     };
+    let started = tokio::time::Instant::now();
     let mut changes = Vec::new();
-    let writer = move_writer(plan, deps, &ledger, &mut changes).await;
+    let mut pending = Vec::new();
+    let writer = move_writer(plan, deps, &ledger, &mut changes, &mut pending).await;
     let traffic = match &state.input.failback {
         // The switch back: P's check gets the settings it had before the
         // failover pinned it (the plan is reversed: P is `standby`).
         Some(fb) if plan.dns.switch_mode == SwitchMode::HealthCheckFailover => {
             unpin(plan, fb, deps, &ledger, &mut changes).await
         }
-        _ => move_traffic(plan, deps, &ledger, &mut changes).await,
+        _ => move_traffic(plan, deps, &ledger, &mut changes, &mut pending).await,
     };
     match (writer, traffic) {
         (Ok(()), Ok(())) => {}
@@ -95,13 +98,78 @@ where
             return Err(w.err().or(t.err()).expect("one of them failed"));
         }
     }
+    let budget = Duration::from_millis(plan.timings.call_timeout_ms);
+    let wait = Duration::from_secs(plan.timings.dns_sync_s);
+    let until = (tokio::time::Instant::now() + wait).min(started + WAIT_ENDS_BY);
+    let unsynced = wait_synced(deps.records, pending, until, budget).await;
     let switched_at = now();
-    info!(incident = %state.input.incident_id, mode = ?plan.dns.switch_mode, changes = changes.len(), "traffic and writers point at S");
+    info!(incident = %state.input.incident_id, mode = ?plan.dns.switch_mode, changes = changes.len(), unsynced = unsynced.len(), "traffic and writers point at S");
     Ok(SwitchResult {
         mode: plan.dns.switch_mode,
         switched_at,
         changes,
+        unsynced,
     })
+}
+
+/// How often switch asks Route 53 whether a change is INSYNC.
+const SYNC_POLL: Duration = Duration::from_secs(2);
+
+/// The wait for INSYNC ends this long after switch started, whatever
+/// `timings.dns_sync_s` says: switch's Lambda timeout is 120 s.
+const WAIT_ENDS_BY: Duration = Duration::from_secs(100);
+
+/// A Route 53 change switch waits for: what it moved, and the change's ID
+/// (`None`: an earlier attempt of this run made it, and its ID is gone).
+type Pending = (String, Option<String>);
+
+/// Wait until Route 53 says each pending change is INSYNC, until `until`,
+/// all of them at once. What is not confirmed then is returned, not failed:
+/// Route 53 accepted the change and applies it (API Reference, GetChange).
+/// Until then, resolvers may still answer the old value.
+async fn wait_synced<R: RecordSets>(
+    records: &R,
+    pending: Vec<Pending>,
+    until: tokio::time::Instant,
+    budget: Duration,
+) -> Vec<String> {
+    let (mut ids, mut unconfirmed) = (Vec::new(), Vec::new());
+    for (what, id) in pending {
+        match id {
+            Some(id) => ids.push((what, id)),
+            None => unconfirmed.push(format!(
+                "{what}: made by an earlier attempt; INSYNC not seen"
+            )),
+        }
+    }
+    while !ids.is_empty() {
+        let mut still = Vec::new();
+        for (what, id) in ids {
+            let left = until.saturating_duration_since(tokio::time::Instant::now());
+            match records.synced(&id, budget.min(left.max(SYNC_POLL))).await {
+                Ok(true) => {}
+                Ok(false) => still.push((what, id)),
+                Err(e) if e.is_transient() => still.push((what, id)),
+                Err(e) => {
+                    unconfirmed.push(format!("{what}: change {id}: {}", crate::error::chain(&e)))
+                }
+            }
+        }
+        ids = still;
+        let now = tokio::time::Instant::now();
+        if ids.is_empty() || now >= until {
+            break;
+        }
+        tokio::time::sleep(SYNC_POLL.min(until - now)).await;
+    }
+    unconfirmed.extend(
+        ids.into_iter()
+            .map(|(what, id)| format!("{what}: change {id} still PENDING")),
+    );
+    for u in &unconfirmed {
+        tracing::warn!(change = %u, "Route 53 has not confirmed this change: it is applied, and resolvers may still answer the old value");
+    }
+    unconfirmed
 }
 
 /// Where switch records each value before replacing it.
@@ -172,6 +240,7 @@ async fn move_writer<C, R, A, P, N>(
     deps: &SwitchDeps<'_, C, R, A, P>,
     ledger: &Ledger<'_, N>,
     changes: &mut Vec<Change>,
+    pending: &mut Vec<Pending>,
 ) -> Result<(), StepError>
 where
     R: RecordSets,
@@ -191,7 +260,15 @@ where
                 name.as_str(),
                 standby_target.as_str(),
             );
-            move_cname(deps.records, ledger, what, cname, budget * 6, changes).await?;
+            move_cname(
+                deps.records,
+                ledger,
+                what,
+                cname,
+                budget,
+                (changes, pending),
+            )
+            .await?;
         }
         WriterEndpoint::SsmParameter {
             name,
@@ -219,6 +296,7 @@ async fn move_traffic<C, R, A, P, N>(
     deps: &SwitchDeps<'_, C, R, A, P>,
     ledger: &Ledger<'_, N>,
     changes: &mut Vec<Change>,
+    pending: &mut Vec<Pending>,
 ) -> Result<(), StepError>
 where
     C: HealthCheckControl,
@@ -284,7 +362,15 @@ where
                 dns.record_name.as_str(),
                 dns.standby_target.as_str(),
             );
-            move_cname(deps.records, ledger, what, cname, budget * 6, changes).await?;
+            move_cname(
+                deps.records,
+                ledger,
+                what,
+                cname,
+                budget,
+                (changes, pending),
+            )
+            .await?;
         }
         SwitchMode::RoutingControl => {
             let (p, s) = (&plan.regions.primary, &plan.regions.standby);
@@ -377,21 +463,31 @@ where
 }
 
 /// Point the CNAME `(zone, name)` at `target`, recording what it named
-/// before (or report the change an earlier attempt made).
+/// before (or report the change an earlier attempt made). A change not
+/// yet INSYNC joins `pending`, to be waited for with the others.
 async fn move_cname<R: RecordSets, N: Fn() -> DateTime<Utc>>(
     records: &R,
     ledger: &Ledger<'_, N>,
     what: String,
     (zone, name, target): (&str, &str, &str),
     budget: Duration,
-    changes: &mut Vec<Change>,
+    (changes, pending): (&mut Vec<Change>, &mut Vec<Pending>),
 ) -> Result<(), StepError> {
     let current = records.value(zone, name, "CNAME").await?;
     if same_name(current.as_deref(), target) {
-        return ledger.already(&what, target, changes).await;
+        let before = changes.len();
+        ledger.already(&what, target, changes).await?;
+        // This run made the change, in an attempt whose wait is lost.
+        if changes.len() > before {
+            pending.push((what, None));
+        }
+        return Ok(());
     }
     let previous = ledger.before(&what, current.as_deref()).await?;
-    records.upsert(zone, name, "CNAME", target, budget).await?;
+    let (id, synced) = records.upsert(zone, name, "CNAME", target, budget).await?;
+    if !synced {
+        pending.push((what.clone(), Some(id)));
+    }
     changes.push(Change {
         what,
         previous,

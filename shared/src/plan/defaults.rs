@@ -97,6 +97,12 @@ pub(super) fn default_call_budget() -> u64 {
     5_000
 }
 
+/// Route 53: changes "generally propagate to all Route 53 name servers
+/// within 60 seconds" (API Reference, GetChange); a half more for margin.
+pub(super) fn default_dns_sync() -> u64 {
+    90
+}
+
 pub(super) fn default_explain_budget() -> u64 {
     8_000
 }

@@ -138,6 +138,25 @@ fn a_service_name_that_would_truncate_the_execution_names_timestamp_is_refused()
     assert!(name.ends_with("-20261130T141155Z"), "{name}");
 }
 
+/// switch waits for INSYNC within `timings.dns_sync_s`, inside its 120 s
+/// Lambda timeout: 0 and more than 90 are refused, naming the field.
+#[test]
+fn the_dns_sync_wait_fits_switchs_lambda() {
+    for bad in [0, 91] {
+        assert_eq!(
+            err_of(with("timings.dns_sync_s", json!(bad))),
+            "plan.timings.dns_sync_s: must be 1 to 90 (switch's Lambda timeout is 120 s)"
+        );
+    }
+    let ok = Plan::from_value(with("timings.dns_sync_s", json!(90))).unwrap();
+    assert_eq!(ok.timings.dns_sync_s, 90);
+    let default = Plan::from_value(with("timings.approval_timeout_s", json!(900))).unwrap();
+    assert_eq!(
+        default.timings.dns_sync_s, 90,
+        "Route 53's 60 s and a half more"
+    );
+}
+
 /// Issue 12, scenario 9: a lease shorter than the run lets a second
 /// execution start beside a live one.
 #[test]

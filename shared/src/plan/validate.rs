@@ -427,6 +427,12 @@ impl Plan {
                 ),
             );
         }
+        if t.dns_sync_s == 0 || t.dns_sync_s > MAX_DNS_SYNC_S {
+            return bad(
+                "timings.dns_sync_s",
+                &format!("must be 1 to {MAX_DNS_SYNC_S} (switch's Lambda timeout is 120 s)"),
+            );
+        }
         if t.call_timeout_ms > MAX_CALL_TIMEOUT_MS {
             return bad(
                 "timings.call_timeout_ms",

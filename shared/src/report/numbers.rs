@@ -273,7 +273,7 @@ pub fn numbers(b: &Basis<'_>) -> Numbers {
             }
         );
     }
-    let write_rto = rto(
+    let mut write_rto = rto(
         b,
         "write_rto",
         "Write RTO",
@@ -282,6 +282,12 @@ pub fn numbers(b: &Basis<'_>) -> Numbers {
             .map_or("$.verify.write.first_success_at", |(_, src)| src),
         "no successful write recorded",
     );
+    if let Some(sw) = s.switch.as_ref().filter(|sw| !sw.unsynced.is_empty()) {
+        write_rto.how.push_str(&format!(
+            "; Route 53 had not confirmed every change at the switch ({}): resolvers may have answered the old value longer",
+            sw.unsynced.join("; ")
+        ));
+    }
     let mut conservative_rto = rto(
         b,
         "conservative_rto",

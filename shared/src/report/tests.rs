@@ -762,3 +762,25 @@ fn events_of(text: &str) -> Vec<Value> {
         .unwrap()
         .clone()
 }
+
+/// A Route 53 change switch did not see INSYNC: the write RTO still ends at
+/// the switch, and says that resolvers may have answered the old value longer.
+#[test]
+fn a_change_switch_did_not_see_insync_is_named_in_the_write_rto() {
+    let plain = report(GOLDEN, Some("14:30:00"), "14:40:00");
+    assert!(!plain.numbers.write_rto.how.contains("not confirmed"));
+    let at = r#"\"switched_at\": \"2026-11-30T14:17:46Z\", "#;
+    let unsynced = format!(
+        r#"{at}\"unsynced\": [\"route53:Z1:writer.shop.internal CNAME (writer): change C1 still PENDING\"], "#
+    );
+    let fixture = GOLDEN.replace(at, &unsynced);
+    assert_ne!(fixture, GOLDEN, "the fixture has the switch's output");
+    let r = report(&fixture, Some("14:30:00"), "14:40:00");
+    assert_eq!(r.numbers.write_rto.value_s, plain.numbers.write_rto.value_s);
+    let how = &r.numbers.write_rto.how;
+    assert!(
+        how.contains("Route 53 had not confirmed every change at the switch")
+            && how.contains("change C1 still PENDING"),
+        "{how}"
+    );
+}
