@@ -235,6 +235,37 @@ async fn a_change_still_pending_when_the_wait_ends_is_reported_not_failed() {
     assert_eq!(cname(&aws, &zone, name).await, vec![standby_target.clone()]);
 }
 
+/// A re-run after an attempt whose wait was cut short (its Lambda timed
+/// out, or it crashed) finds the writer moved. It waits for INSYNC all the
+/// same, on the same UPSERT made again, and reports nothing unconfirmed.
+#[tokio::test]
+async fn a_rerun_waits_for_insync_on_a_change_an_earlier_attempt_made() {
+    let aws = aws();
+    let mut plan = dns_plan(&aws).await;
+    let store = promoted_store(&aws, &plan).await;
+    let zone = writer_zone(&plan);
+    control("realism", json!({ &zone: { "route53_insync_s": 4.0 } })).await;
+    plan.timings.dns_sync_s = 1;
+    let first = try_switch(&aws, &plan, &store).await.unwrap();
+    plan.timings.dns_sync_s = 90;
+    let t = std::time::Instant::now();
+    let again = try_switch(&aws, &plan, &store).await.unwrap();
+    control("realism", json!({ &zone: null })).await;
+    assert_eq!(first.unsynced.len(), 1, "{:?}", first.unsynced);
+    assert!(again.unsynced.is_empty(), "{:?}", again.unsynced);
+    assert!(
+        t.elapsed() >= Duration::from_secs(4),
+        "the re-run ended in {:?}, before its change was INSYNC",
+        t.elapsed()
+    );
+    assert_eq!(
+        again.changes.len(),
+        first.changes.len(),
+        "{:?}",
+        again.changes
+    );
+}
+
 /// A re-run (the first attempt's answer lost after it acted, or a crash)
 /// finds every change made and still reports the values failback needs:
 /// they were recorded in the state store before each change.

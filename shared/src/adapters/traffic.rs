@@ -38,8 +38,9 @@ pub trait RecordSets {
         name: &str,
         rtype: &str,
     ) -> impl std::future::Future<Output = Result<Option<String>, AwsError>> + Send;
-    /// UPSERT a simple record within `budget`: the change's ID, and
-    /// whether Route 53 already says INSYNC. It does not wait for INSYNC.
+    /// UPSERT a simple record within `budget`, or [`CHANGE_BUDGET_FLOOR`]
+    /// when that is longer: the change's ID, and whether Route 53 already
+    /// says INSYNC. It does not wait for INSYNC.
     fn upsert(
         &self,
         zone: &str,
@@ -55,6 +56,11 @@ pub trait RecordSets {
         budget: Duration,
     ) -> impl std::future::Future<Output = Result<bool, AwsError>> + Send;
 }
+
+/// The least time a record change gets: two of the SDK's 10 s attempts.
+/// Route 53's control plane is in us-east-1, and a slow change that
+/// succeeds is better than a step retried without knowing.
+pub const CHANGE_BUDGET_FLOOR: Duration = Duration::from_secs(20);
 
 /// Set ARC routing controls (route53-recovery-cluster:UpdateRoutingControlState).
 pub trait RoutingControls {
@@ -217,7 +223,8 @@ impl RecordSets for Route53Control {
             )
             .build()
             .map_err(|e| shape(e.to_string()))?;
-        let out = bounded("route53", "ChangeResourceRecordSets", R53, budget, async {
+        let limit = budget.max(CHANGE_BUDGET_FLOOR);
+        let out = bounded("route53", "ChangeResourceRecordSets", R53, limit, async {
             self.client
                 .change_resource_record_sets()
                 .hosted_zone_id(zone)

@@ -116,12 +116,12 @@ where
 const SYNC_POLL: Duration = Duration::from_secs(2);
 
 /// The wait for INSYNC ends this long after switch started, whatever
-/// `timings.dns_sync_s` says: switch's Lambda timeout is 120 s.
+/// `timings.dns_sync_s` says: switch's Lambda timeout is 120 s. The calls
+/// before the wait have no shared budget: each has its own bound.
 const WAIT_ENDS_BY: Duration = Duration::from_secs(100);
 
-/// A Route 53 change switch waits for: what it moved, and the change's ID
-/// (`None`: an earlier attempt of this run made it, and its ID is gone).
-type Pending = (String, Option<String>);
+/// A Route 53 change switch waits for: what it moved, and the change's ID.
+type Pending = (String, String);
 
 /// Wait until Route 53 says each pending change is INSYNC, until `until`,
 /// all of them at once. What is not confirmed then is returned, not failed:
@@ -133,23 +133,29 @@ async fn wait_synced<R: RecordSets>(
     until: tokio::time::Instant,
     budget: Duration,
 ) -> Vec<String> {
-    let (mut ids, mut unconfirmed) = (Vec::new(), Vec::new());
-    for (what, id) in pending {
-        match id {
-            Some(id) => ids.push((what, id)),
-            None => unconfirmed.push(format!(
-                "{what}: made by an earlier attempt; INSYNC not seen"
-            )),
-        }
-    }
-    while !ids.is_empty() {
+    // Each change not yet INSYNC, with why, when it is not Route 53's
+    // PENDING: not asked yet, or the last error asking.
+    let not_asked = || Some("not asked before the wait ended".to_owned());
+    let mut ids: Vec<(String, String, Option<String>)> = pending
+        .into_iter()
+        .map(|(w, id)| (w, id, not_asked()))
+        .collect();
+    let mut unconfirmed = Vec::new();
+    loop {
         let mut still = Vec::new();
-        for (what, id) in ids {
+        for (what, id, last) in ids {
             let left = until.saturating_duration_since(tokio::time::Instant::now());
-            match records.synced(&id, budget.min(left.max(SYNC_POLL))).await {
+            if left.is_zero() {
+                still.push((what, id, last));
+                continue;
+            }
+            match records.synced(&id, budget.min(left)).await {
                 Ok(true) => {}
-                Ok(false) => still.push((what, id)),
-                Err(e) if e.is_transient() => still.push((what, id)),
+                Ok(false) => still.push((what, id, None)),
+                Err(e) if e.is_transient() => {
+                    let e = format!("GetChange did not answer: {}", crate::error::chain(&e));
+                    still.push((what, id, Some(e)))
+                }
                 Err(e) => {
                     unconfirmed.push(format!("{what}: change {id}: {}", crate::error::chain(&e)))
                 }
@@ -162,10 +168,10 @@ async fn wait_synced<R: RecordSets>(
         }
         tokio::time::sleep(SYNC_POLL.min(until - now)).await;
     }
-    unconfirmed.extend(
-        ids.into_iter()
-            .map(|(what, id)| format!("{what}: change {id} still PENDING")),
-    );
+    unconfirmed.extend(ids.into_iter().map(|(what, id, last)| match last {
+        Some(why) => format!("{what}: change {id} not confirmed: {why}"),
+        None => format!("{what}: change {id} still PENDING"),
+    }));
     for u in &unconfirmed {
         tracing::warn!(change = %u, "Route 53 has not confirmed this change: it is applied, and resolvers may still answer the old value");
     }
@@ -205,18 +211,19 @@ impl<N: Fn() -> DateTime<Utc>> Ledger<'_, N> {
     }
 
     /// `what` is already at `target`: report the change with the value on
-    /// record, if an earlier attempt of this run made it.
+    /// record, if an earlier attempt of this run made it. True when this
+    /// run made it, or when the record cannot be read to tell.
     async fn already(
         &self,
         what: &str,
         target: &str,
         changes: &mut Vec<Change>,
-    ) -> Result<(), StepError> {
+    ) -> Result<bool, StepError> {
         let rec = match self.store.primary().await {
             Ok(rec) => rec,
             Err(e) => {
                 tracing::warn!(what, error = %crate::error::chain(&e), "could not read the value on record; the change is made");
-                return Ok(());
+                return Ok(true);
             }
         };
         if let Some(previous) = rec
@@ -230,8 +237,9 @@ impl<N: Fn() -> DateTime<Utc>> Ledger<'_, N> {
                 previous,
                 now: target.to_owned(),
             });
+            return Ok(true);
         }
-        Ok(())
+        Ok(false)
     }
 }
 
@@ -277,7 +285,10 @@ where
             let what = format!("ssm:{name} (writer)");
             let current = deps.params.get(name).await?;
             if current.as_deref() == Some(standby_value.as_str()) {
-                return ledger.already(&what, standby_value, changes).await;
+                return ledger
+                    .already(&what, standby_value, changes)
+                    .await
+                    .map(|_| ());
             }
             let previous = ledger.before(&what, current.as_deref()).await?;
             deps.params.put(name, standby_value).await?;
@@ -326,7 +337,7 @@ where
             };
             let target = shown(PINNED);
             if current == Some(PINNED) {
-                return ledger.already(&what, &target, changes).await;
+                return ledger.already(&what, &target, changes).await.map(|_| ());
             }
             // Unread settings are not recorded (a re-run that reads them
             // records the real ones); failback puts the defaults back.
@@ -448,7 +459,10 @@ where
         .unwrap_or((false, false));
     let current = deps.checks.flags(id, budget).await?;
     if current == target {
-        return ledger.already(&what, &shown(target), changes).await;
+        return ledger
+            .already(&what, &shown(target), changes)
+            .await
+            .map(|_| ());
     }
     let previous = ledger.before(&what, Some(&shown(current))).await?;
     deps.checks
@@ -475,18 +489,21 @@ async fn move_cname<R: RecordSets, N: Fn() -> DateTime<Utc>>(
 ) -> Result<(), StepError> {
     let current = records.value(zone, name, "CNAME").await?;
     if same_name(current.as_deref(), target) {
-        let before = changes.len();
-        ledger.already(&what, target, changes).await?;
-        // This run made the change, in an attempt whose wait is lost.
-        if changes.len() > before {
-            pending.push((what, None));
+        // An earlier attempt of this run made the change, and its wait is
+        // lost. The same UPSERT again gives a change to wait on: once it is
+        // INSYNC, every Route 53 name server answers `target`.
+        if ledger.already(&what, target, changes).await? {
+            let (id, synced) = records.upsert(zone, name, "CNAME", target, budget).await?;
+            if !synced {
+                pending.push((what, id));
+            }
         }
         return Ok(());
     }
     let previous = ledger.before(&what, current.as_deref()).await?;
     let (id, synced) = records.upsert(zone, name, "CNAME", target, budget).await?;
     if !synced {
-        pending.push((what.clone(), Some(id)));
+        pending.push((what.clone(), id));
     }
     changes.push(Change {
         what,
@@ -498,4 +515,103 @@ async fn move_cname<R: RecordSets, N: Fn() -> DateTime<Utc>>(
 
 fn same_name(current: Option<&str>, target: &str) -> bool {
     current.map(|v| v.trim_end_matches('.')) == Some(target.trim_end_matches('.'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::adapters::AwsError;
+
+    /// Route 53 as switch's wait sees it: every GetChange answers `answer`.
+    struct Changes {
+        answer: fn() -> Result<bool, AwsError>,
+    }
+
+    impl RecordSets for Changes {
+        async fn value(&self, _: &str, _: &str, _: &str) -> Result<Option<String>, AwsError> {
+            unreachable!("the wait reads no record")
+        }
+        async fn upsert(
+            &self,
+            _: &str,
+            _: &str,
+            _: &str,
+            _: &str,
+            _: Duration,
+        ) -> Result<(String, bool), AwsError> {
+            unreachable!("the wait changes no record")
+        }
+        async fn synced(&self, _: &str, _: Duration) -> Result<bool, AwsError> {
+            (self.answer)()
+        }
+    }
+
+    fn throttled() -> Result<bool, AwsError> {
+        Err(AwsError::Timeout {
+            service: "route53",
+            op: "GetChange",
+            region: "us-east-1".into(),
+            ms: 5000,
+        })
+    }
+
+    /// Short, so that a test waits little; a poll (2 s) is longer.
+    const BOUND: Duration = Duration::from_millis(300);
+
+    async fn wait(answer: fn() -> Result<bool, AwsError>, for_: Duration) -> Vec<String> {
+        let until = tokio::time::Instant::now() + for_;
+        let pending = vec![("writer".to_owned(), "/change/C1".to_owned())];
+        wait_synced(&Changes { answer }, pending, until, Duration::from_secs(5)).await
+    }
+
+    #[tokio::test]
+    async fn a_change_route53_never_answers_for_is_reported_as_unanswered() {
+        let out = wait(throttled, BOUND).await;
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert!(out[0].contains("GetChange did not answer"), "{out:?}");
+    }
+
+    #[tokio::test]
+    async fn the_wait_ends_at_its_bound_with_the_change_still_pending() {
+        let t = tokio::time::Instant::now();
+        let out = wait(|| Ok(false), BOUND).await;
+        // It ends at the bound, not at the next poll after it.
+        assert!(
+            t.elapsed() >= BOUND && t.elapsed() < SYNC_POLL,
+            "{:?}",
+            t.elapsed()
+        );
+        assert_eq!(out, vec!["writer: change /change/C1 still PENDING"]);
+    }
+
+    #[tokio::test]
+    async fn a_wait_whose_time_is_spent_says_it_never_asked() {
+        let out = wait(|| unreachable!("asked"), Duration::ZERO).await;
+        assert_eq!(
+            out,
+            vec!["writer: change /change/C1 not confirmed: not asked before the wait ended"]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_change_route53_says_is_insync_is_not_reported() {
+        assert!(wait(|| Ok(true), BOUND).await.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_change_route53_refuses_to_describe_is_reported_at_once() {
+        let out = wait(
+            || {
+                Err(AwsError::Shape {
+                    service: "route53",
+                    op: "GetChange",
+                    region: "us-east-1".into(),
+                    problem: "NoSuchChange".into(),
+                })
+            },
+            BOUND,
+        )
+        .await;
+        assert!(out[0].contains("NoSuchChange"), "{out:?}");
+    }
 }
