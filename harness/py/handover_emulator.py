@@ -39,6 +39,8 @@ Control endpoints (JSON): ``POST /_handover/faults``, ``POST /_handover/health``
 function, or ``{"upstreams": {"<binary>": "http://127.0.0.1:PORT"}}``, one
 runtime per function: a function not named there is not found, as in Lambda),
 ``POST /_handover/apigw`` (``{"routes": [{"method", "path", "function", "auth"}]}``),
+``POST /_handover/replication`` (``{"<db id>": {"status", "message"}}``: a
+replica's read replication status in DescribeDBInstances' StatusInfos),
 ``POST /_handover/maintenance`` (``{"<db id>": [pending actions]}``: RDS's
 DescribePendingMaintenanceActions, which moto lacks),
 IAM's SimulatePrincipalPolicy (moto lacks it too) is answered from the roles
@@ -138,6 +140,13 @@ ENDPOINTS: dict[tuple[str, str], int] = {}
 # Region -> the tls/ directory of a real server there: its CA signs every
 # certificate in the Region, as an RDS Region's CA does.
 REGION_CA: dict[str, str] = {}
+# DB instance identifier -> the read replication status RDS shows for that
+# replica, {"status": ..., "message": ...} (``POST /_handover/replication``).
+# A replica not listed is `replicating`.
+REPLICATION: dict[str, dict] = {}
+# The read replication statuses RDS documents (DBInstanceStatusInfo).
+REPLICATION_STATUSES = ("replicating", "replication stop point set", "replication stop point reached",
+                        "error", "stopped", "terminated")
 # Directories of the servers the emulator built itself: stopped at exit.
 BUILT: list[str] = []
 # Scope ("*" or one DB instance identifier) -> the settings above, so tests
@@ -302,6 +311,7 @@ def patch_create_db_instance_read_replica() -> None:
         with RDS_LOCK:
             if ident in self.databases:
                 raise DBInstanceAlreadyExists()
+            REPLICATION.pop(ident, None)  # a new replica starts replicating
             replica = original(self, db_kwargs)
             source_ident = db_kwargs["source_db_instance_identifier"].split(":")[-1]
             source = DATABASES.get(source_ident)
@@ -367,6 +377,8 @@ def patch_rename_db_instance() -> None:
                 raise DBInstanceAlreadyExists()
         result = original(self, db_instance_identifier, db_kwargs)
         with RDS_LOCK:
+            if db_instance_identifier in REPLICATION:  # the status follows the instance
+                REPLICATION[new] = REPLICATION.pop(db_instance_identifier)
             real = DATABASES.pop(db_instance_identifier, None)
             seconds = realism(new, "rename_s")
             if real or seconds > 0:
@@ -508,6 +520,34 @@ def patch_security_group_membership() -> None:
 
     models.RDSBackend.modify_db_instance = modify_db_instance
     models.DBInstance.vpc_security_group_membership_list = property(membership)
+
+
+def patch_replication_status() -> None:
+    """Show a replica's replication status, as RDS does.
+
+    AWS (RDS API Reference, DBInstanceStatusInfo): DescribeDBInstances lists
+    a read replica's `StatusInfos`, with `StatusType` "read replication" and
+    `Status` replicating, error, stopped or terminated (and two stop-point
+    values), `Normal` false when replication is not running, and RDS's
+    `Message`. For PostgreSQL
+    this is how RDS says replication stopped: its ReplicaLag has no -1.
+    moto 5.2.5 lists no StatusInfos. This patch lists one for each replica,
+    from ``REPLICATION`` (default `replicating`).
+    """
+    from moto.rds import models
+
+    def status_infos(self):  # type: ignore[no-untyped-def]
+        if not getattr(self, "source_db_instance_identifier", None):
+            return None  # not a replica: RDS lists no StatusInfos
+        shown = REPLICATION.get(self.db_instance_identifier) or {}
+        status = str(shown.get("status", "replicating"))
+        normal = status not in ("error", "stopped", "terminated")
+        info = {"StatusType": "read replication", "Normal": normal, "Status": status}
+        if shown.get("message"):
+            info["Message"] = str(shown["message"])
+        return [info]
+
+    models.DBInstance.status_infos = property(status_infos)
 
 
 def patch_route53_insync() -> None:
@@ -768,6 +808,7 @@ class World:
             REALISM.clear()
             REALISM["*"] = dict(REALISM_DEFAULTS)
             DATABASES.clear()
+            REPLICATION.clear()
             ENDPOINTS.clear()
             REGION_CA.clear()
             self.calls.clear()
@@ -1633,6 +1674,15 @@ def make_handler(world: World):
                 with world.lock:
                     world.routes.update(routes)
                     return self._json(200, world.routes)
+            if path == "/_handover/replication" and method == "POST":
+                # {"<db id>": {"status", "message"}} or null: replicating again.
+                bad = [k for k, v in doc.items() if v is not None and not (
+                    isinstance(v, dict) and v.get("status") in REPLICATION_STATUSES
+                    and isinstance(v.get("message", ""), str))]
+                if bad:
+                    return self._json(400, {"message": f"{bad}: each value is null or "
+                                            f"{{\"status\": one of {REPLICATION_STATUSES}, \"message\": text}}"})
+                return self._json(200, merge(world, REPLICATION, doc, dict))
             if path == "/_handover/maintenance" and method == "POST":
                 # {"<db id>": [action, ...]} or null to clear one.
                 return self._json(200, merge(world, world.maintenance, doc, list))
@@ -1719,6 +1769,7 @@ def main() -> int:
     patch_rename_db_instance()
     patch_send_task_failure_cause()
     patch_route53_insync()
+    patch_replication_status()
     from moto.server import ThreadedMotoServer
 
     moto = ThreadedMotoServer(ip_address="127.0.0.1", port=moto_port, verbose=False)

@@ -1607,3 +1607,53 @@ async fn fence_and_promote_refuse_an_approval_its_key_does_not_record() {
         .await
         .unwrap();
 }
+
+/// RDS shows a replica's replication in DescribeDBInstances' StatusInfos:
+/// "read replication", replicating or error, stopped, terminated (RDS API
+/// Reference, DBInstanceStatusInfo). For PostgreSQL that is how RDS says
+/// replication stopped: its ReplicaLag has no -1.
+#[tokio::test]
+async fn a_replica_whose_replication_stopped_says_so_in_its_describe() {
+    use handover::adapters::rds::DbInspector;
+    let aws = aws();
+    let plan = unique_plan();
+    provision_databases(&aws, &plan).await;
+    let s = &plan.regions.standby;
+    let rds = Rds::new(&aws, &s.region).await;
+    let budget = std::time::Duration::from_secs(5);
+    let d = rds
+        .describe(&s.db_instance_id, budget)
+        .await
+        .unwrap()
+        .unwrap();
+    let shown = d.read_replication.as_ref().map(|r| r.status.as_str());
+    assert_eq!(shown, Some("replicating"), "{d:?}");
+    assert_eq!(d.replication_stopped(), None);
+    let message = "Replication has stopped.";
+    let stopped = json!({ &s.db_instance_id: { "status": "error", "message": message } });
+    control("replication", stopped).await;
+    let d = rds
+        .describe(&s.db_instance_id, budget)
+        .await
+        .unwrap()
+        .unwrap();
+    control("replication", json!({ &s.db_instance_id: null })).await;
+    let why = d
+        .replication_stopped()
+        .expect("RDS says replication stopped");
+    assert!(
+        why.contains("read replication error") && why.contains(message),
+        "{why}"
+    );
+    let p = &plan.regions.primary;
+    let primary = Rds::new(&aws, &p.region).await;
+    let d = primary
+        .describe(&p.db_instance_id, budget)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        d.read_replication, None,
+        "a primary has no read replication"
+    );
+}

@@ -38,6 +38,38 @@ pub struct DbInstance {
     /// The VPC of its DB subnet group (`None` outside a VPC, or not said).
     #[serde(default)]
     pub vpc_id: Option<String>,
+    /// A replica's read replication status, as RDS shows it (`None` for an
+    /// instance that is not a replica, or when RDS does not say).
+    #[serde(default)]
+    pub read_replication: Option<ReadReplication>,
+}
+
+/// A replica's replication as DescribeDBInstances shows it: the
+/// `StatusInfos` entry whose `StatusType` is "read replication" (RDS API
+/// Reference, DBInstanceStatusInfo).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadReplication {
+    /// `replicating`, `replication stop point set`, `replication stop
+    /// point reached`, `error`, `stopped` or `terminated`.
+    pub status: String,
+    /// RDS's details of an error (blank otherwise).
+    pub message: Option<String>,
+}
+
+impl DbInstance {
+    /// Why RDS says replication to this replica has stopped, if it does:
+    /// its read replication status is `error`, `stopped` or `terminated`.
+    /// For PostgreSQL this is how RDS says so. Its ReplicaLag has no -1:
+    /// that value is MySQL's and MariaDB's (RDS User Guide, read replicas).
+    pub fn replication_stopped(&self) -> Option<String> {
+        let r = self.read_replication.as_ref()?;
+        matches!(r.status.as_str(), "error" | "stopped" | "terminated").then(|| {
+            match r.message.as_deref().filter(|m| !m.trim().is_empty()) {
+                Some(m) => format!("RDS shows {}'s read replication {}: {m}", self.id, r.status),
+                None => format!("RDS shows {}'s read replication {}", self.id, r.status),
+            }
+        })
+    }
 }
 
 /// One maintenance action RDS has pending for an instance
@@ -150,6 +182,14 @@ impl From<&aws_sdk_rds::types::DbInstance> for DbInstance {
                 .db_subnet_group()
                 .and_then(|g| g.vpc_id())
                 .map(str::to_owned),
+            read_replication: d
+                .status_infos()
+                .iter()
+                .find(|i| i.status_type() == Some("read replication"))
+                .map(|i| ReadReplication {
+                    status: i.status().unwrap_or("unknown").to_owned(),
+                    message: i.message().map(str::to_owned),
+                }),
         }
     }
 }

@@ -35,6 +35,7 @@ fn db(id: &str, status: &str, source: Option<&str>) -> DbInstance {
         latest_restorable_time: None,
         endpoint: None,
         vpc_id: None,
+        read_replication: None,
     }
 }
 

@@ -318,6 +318,68 @@ fn check(id: &str, verdict: Verdict, observed: String, expected: &str, fix: &str
     }
 }
 
+/// S's replication: stopped as RDS shows it (read replication status), or
+/// its ReplicaLag against the RPO target.
+fn replica_lag_check(
+    plan: &Plan,
+    s_db: Option<&DbInstance>,
+    lag: &Result<Option<LagSample>, String>,
+) -> Check {
+    if let Some(why) = s_db.and_then(DbInstance::replication_stopped) {
+        return check(
+            "rds.replica_lag",
+            Verdict::Fail,
+            why,
+            "replication running, lag under the RPO target",
+            "Replication is broken: read S's RDS events (RDS-EVENT-0045 \"replication has stopped\", RDS-EVENT-0057 \"replication streaming has been terminated\") and P's replication slots.",
+        );
+    }
+    let target = plan.targets.rpo_s as f64;
+    match lag {
+        Ok(Some(l)) if l.seconds < 0.0 => check(
+            "rds.replica_lag",
+            Verdict::Fail,
+            format!(
+                "ReplicaLag -1 at {} (replication stopped)",
+                l.at.format("%H:%M:%S")
+            ),
+            "replication running, lag under the RPO target",
+            "Replication is broken: look at S's RDS events and P's replication slots.",
+        ),
+        Ok(Some(l)) if l.seconds > target => check(
+            "rds.replica_lag",
+            Verdict::Fail,
+            format!("ReplicaLag {} s at {}", l.seconds, l.at.format("%H:%M:%S")),
+            &format!("lag under the RPO target {target} s"),
+            "S is behind by more than the RPO target: a failover now loses more than agreed; find what slows replication (P's write load, S's instance size, the network).",
+        ),
+        Ok(Some(l)) => check(
+            "rds.replica_lag",
+            if l.seconds > target * LAG_WARN_SHARE {
+                Verdict::Warn
+            } else {
+                Verdict::Pass
+            },
+            format!("ReplicaLag {} s at {}", l.seconds, l.at.format("%H:%M:%S")),
+            &format!("lag well under the RPO target {target} s"),
+            "S's lag is over half the RPO target: watch it before it breaches.",
+        ),
+        Ok(None) => check(
+            "rds.replica_lag",
+            Verdict::Warn,
+            "no ReplicaLag sample in the last 5 minutes".into(),
+            "a ReplicaLag sample every minute",
+            "CloudWatch has no ReplicaLag for S: check that S is a replica and that metrics are published.",
+        ),
+        Err(e) => unread(
+            "rds.replica_lag",
+            "ReplicaLag",
+            e,
+            "lag under the RPO target",
+        ),
+    }
+}
+
 fn unread(id: &str, what: &str, e: &str, expected: &str) -> Check {
     check(
         id,
@@ -460,38 +522,7 @@ pub fn evaluate_for(plan: &Plan, s: &Snapshot, own_run: Option<&str>) -> Readine
             "Set P's BackupRetentionPeriod to at least 1 day.",
         ));
     }
-    let target = plan.targets.rpo_s as f64;
-    out.push(match &s.lag {
-        Ok(Some(l)) if l.seconds < 0.0 => check(
-            "rds.replica_lag",
-            Verdict::Fail,
-            format!("ReplicaLag -1 at {} (replication stopped)", l.at.format("%H:%M:%S")),
-            "replication running, lag under the RPO target",
-            "Replication is broken: look at S's RDS events and P's replication slots.",
-        ),
-        Ok(Some(l)) if l.seconds > target => check(
-            "rds.replica_lag",
-            Verdict::Fail,
-            format!("ReplicaLag {} s at {}", l.seconds, l.at.format("%H:%M:%S")),
-            &format!("lag under the RPO target {target} s"),
-            "S is behind by more than the RPO target: a failover now loses more than agreed; find what slows replication (P's write load, S's instance size, the network).",
-        ),
-        Ok(Some(l)) => check(
-            "rds.replica_lag",
-            if l.seconds > target * LAG_WARN_SHARE { Verdict::Warn } else { Verdict::Pass },
-            format!("ReplicaLag {} s at {}", l.seconds, l.at.format("%H:%M:%S")),
-            &format!("lag well under the RPO target {target} s"),
-            "S's lag is over half the RPO target: watch it before it breaches.",
-        ),
-        Ok(None) => check(
-            "rds.replica_lag",
-            Verdict::Warn,
-            "no ReplicaLag sample in the last 5 minutes".into(),
-            "a ReplicaLag sample every minute",
-            "CloudWatch has no ReplicaLag for S: check that S is a replica and that metrics are published.",
-        ),
-        Err(e) => unread("rds.replica_lag", "ReplicaLag", e, "lag under the RPO target"),
-    });
+    out.push(replica_lag_check(plan, s_db, &s.lag));
     out.push(maintenance_check(st, &s.s_maintenance, s.at));
     // --- Secrets -----------------------------------------------------------
     for (arn, user) in &s.secret_usernames {

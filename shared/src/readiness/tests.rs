@@ -29,6 +29,15 @@ fn instance(id: &str, source: Option<&str>) -> DbInstance {
             "{id}.abcdefghijkl.ap-northeast-1.rds.amazonaws.com"
         )),
         vpc_id: None,
+        // RDS lists a replica's replication in StatusInfos.
+        read_replication: source.map(|_| replication("replicating")),
+    }
+}
+
+fn replication(status: &str) -> crate::adapters::rds::ReadReplication {
+    crate::adapters::rds::ReadReplication {
+        status: status.into(),
+        message: None,
     }
 }
 
@@ -311,6 +320,22 @@ fn replica_lag_over_the_rpo_target_fails_and_half_of_it_warns() {
                 seconds: 40.0,
                 at: at(29),
             }));
+        },
+    );
+    // For PostgreSQL, RDS says replication stopped in S's status, while
+    // its ReplicaLag may still read low (RDS API Reference,
+    // DBInstanceStatusInfo).
+    drift(
+        "rds.replica_lag",
+        Verdict::Fail,
+        "RDS-EVENT-0045",
+        |_, s| {
+            if let Ok(Some(d)) = s.s_db.as_mut() {
+                d.read_replication = Some(crate::adapters::rds::ReadReplication {
+                    message: Some("Replication has stopped.".into()),
+                    ..replication("error")
+                });
+            }
         },
     );
     drift("rds.replica_lag", Verdict::Fail, "broken", |_, s| {
