@@ -85,8 +85,11 @@ SQL
     as_pg "$bin/pg_basebackup" -h 127.0.0.1 -p "$link" -U postgres -D "$dir/data" -R -X stream -C -S "$slot" --checkpoint=fast \
       >"$dir/basebackup.log" 2>&1
     [ -f "$dir/tls/server.crt" ] || make_tls "$dir"
+    # PG_WAL_RECEIVER_TIMEOUT_MS: the world's pace for how long a silent
+    # stream lasts (S asks P for a message at half of it).
+    opts="$(server_options "$dir" "$port")${PG_WAL_RECEIVER_TIMEOUT_MS:+ -c wal_receiver_timeout=$PG_WAL_RECEIVER_TIMEOUT_MS}"
     as_pg "$bin/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w \
-      -o "$(server_options "$dir" "$port")" start >/dev/null
+      -o "$opts" start >/dev/null
     echo "$port" > "$dir/port"
     echo "$port"
     ;;

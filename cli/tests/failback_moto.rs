@@ -228,7 +228,7 @@ async fn a_failback_whose_data_differs_stops_before_the_switch() {
     handover_testkit::world::provision_databases(&aws, &plan).await;
     let dir = std::env::temp_dir().join(unique("failback-check"));
     std::fs::create_dir_all(&dir).unwrap();
-    let (pdb, sdb) = pair(&dir, &plan, "canary")
+    let (pdb, sdb) = pair(&dir, &plan, "canary", handover_testkit::pace::Pace::Fast)
         .await
         .expect("P and its replica");
     pdb.disk_client()

@@ -469,7 +469,7 @@ impl Campaign {
         realistic_pair(&plan, crate::pace::Pace::Fast).await;
         // P's database is real, with P's app writing through an open session;
         // S's is its streaming replica through a link a partition cuts.
-        let (pdb, sdb) = crate::pdb::pair(out, &plan, "campaign").await?;
+        let (pdb, sdb) = crate::pdb::pair(out, &plan, "campaign", crate::pace::Pace::Fast).await?;
         let (pg_port, pg_password) = (sdb.port, sdb.password().to_owned());
         let secrets = aws.secrets(REGION).await;
         let secret = |name: &'static str, value: String| {

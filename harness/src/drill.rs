@@ -350,7 +350,7 @@ impl Drill {
         // P's database is real, and P's app writes to it through one pooled
         // connection that stays open (a security group does not cut it); S's
         // is its streaming replica, read-only until RDS promotes it.
-        let (pdb, sdb) = crate::pdb::pair(out, &plan, "drill").await?;
+        let (pdb, sdb) = crate::pdb::pair(out, &plan, "drill", pace).await?;
         let (pg_port, pg_password) = (sdb.port, sdb.password().to_owned());
         // The failback's canary and data check reach P's database where
         // P's endpoint answers (re-protection's replica takes that port).

@@ -114,8 +114,17 @@ pub const FIRST_BACKUP: Figure = Figure {
     source: "seed 003: promoted 14:20:29, backup finished 14:25:00",
 };
 
+/// S's WAL receiver ends a stream silent this long, and asks P for a
+/// message at half of it: on a quiet source S hears from P that often.
+pub const WAL_RECEIVER_TIMEOUT: Figure = Figure {
+    what: "S's `wal_receiver_timeout` (a ping to P at half of it)",
+    real_s: 60.0,
+    fast_s: 60.0,
+    source: "PostgreSQL's default (runtime-config-replication); assumed unchanged in RDS's default parameter group. The fast pace keeps it too",
+};
+
 /// Every figure the world models, for the reference table.
-pub const WORLD: [Figure; 11] = [
+pub const WORLD: [Figure; 12] = [
     PROMOTE_MODIFYING,
     PROMOTE_REBOOTING,
     SG_PENDING,
@@ -127,6 +136,7 @@ pub const WORLD: [Figure; 11] = [
     DETECT_FIRST_TICK,
     DECISION,
     FIRST_BACKUP,
+    WAL_RECEIVER_TIMEOUT,
 ];
 
 /// A timing of the plan at the real pace: its real value, divided by k.

@@ -52,6 +52,8 @@ pub struct PDatabase {
     /// P's app goes on writing while set ([`PDatabase::stop_writer`]).
     writing: Arc<AtomicBool>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// The world's pace, for the replicas built from P (fast unless set).
+    pub pace: crate::pace::Pace,
 }
 
 impl PDatabase {
@@ -126,6 +128,7 @@ impl PDatabase {
             failed: Arc::new(AtomicU64::new(0)),
             writing: Arc::new(AtomicBool::new(true)),
             tasks,
+            pace: crate::pace::Pace::Fast,
         };
         Ok(p)
     }
@@ -205,7 +208,14 @@ impl PDatabase {
         cmd.arg("standby")
             .arg(&dir)
             .arg(self.link_port.to_string())
-            .arg(&self.dir);
+            .arg(&self.dir)
+            .env(
+                "PG_WAL_RECEIVER_TIMEOUT_MS",
+                self.pace
+                    .of(&crate::pace::WAL_RECEIVER_TIMEOUT)
+                    .as_millis()
+                    .to_string(),
+            );
         if let Some(p) = port {
             cmd.arg(p.to_string());
         }
@@ -457,10 +467,12 @@ impl SDatabase {
 /// P's database with its app writing, and S's as its streaming replica,
 /// under `out/pg-p` and `out/pg`, registered as the plan's two instances.
 /// `database` is created on P before the copy (the canary's database).
+/// S's replication keeps the timings of `pace`.
 pub async fn pair(
     out: &std::path::Path,
     plan: &Plan,
     database: &str,
+    pace: crate::pace::Pace,
 ) -> Result<(PDatabase, SDatabase)> {
     let aws = Aws::new();
     let mut p = PDatabase::start(
@@ -470,6 +482,7 @@ pub async fn pair(
         &plan.regions.primary.db_instance_id,
     )
     .await?;
+    p.pace = pace;
     crate::postgres::sql(
         p.server_port,
         &format!("CREATE DATABASE {database} OWNER handover"),

@@ -1300,9 +1300,10 @@ async fn start_switchover(
     // (readiness simulates them).
     handover_testkit::stack::apply_failover_policies(aws, &w.roles, &plan, w.store.table()).await;
     let dir = std::env::temp_dir().join(unique("handover-switchover"));
-    let (p, s) = handover_testkit::pdb::pair(&dir, &plan, "canary")
-        .await
-        .expect("P's database and S's streaming replica");
+    let (p, s) =
+        handover_testkit::pdb::pair(&dir, &plan, "canary", handover_testkit::pace::Pace::Fast)
+            .await
+            .expect("P's database and S's streaming replica");
     let s = std::sync::Arc::new(s);
     let lag = handover_testkit::pdb::publish_lag(&plan.regions.standby, s.clone(), None);
     let secret = put_db_secret(aws, &plan.regions.standby.region, "handover", s.password()).await;

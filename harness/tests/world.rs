@@ -568,9 +568,10 @@ async fn a_partition_leaves_s_without_the_writes_p_took_and_promotion_makes_it_w
     realistic_rds(&s.db_instance_id, 0.3, 0.3, 0.0).await;
     let dir = std::env::temp_dir().join(unique("pair"));
     std::fs::create_dir_all(&dir).unwrap();
-    let (pdb, sdb) = handover_testkit::pdb::pair(&dir, &plan, "canary")
-        .await
-        .expect("P and its replica");
+    let (pdb, sdb) =
+        handover_testkit::pdb::pair(&dir, &plan, "canary", handover_testkit::pace::Pace::Fast)
+            .await
+            .expect("P and its replica");
     wait_for_async("S replaying P's orders", || async {
         sdb.newest_order().await.ok().flatten().is_some()
     })
@@ -639,9 +640,10 @@ async fn the_measured_rpo_is_the_span_of_the_writes_s_never_got() {
     realistic_rds(&s.db_instance_id, 0.3, 0.3, 0.0).await;
     let dir = std::env::temp_dir().join(unique("rpo"));
     std::fs::create_dir_all(&dir).unwrap();
-    let (pdb, sdb) = handover_testkit::pdb::pair(&dir, &plan, "canary")
-        .await
-        .expect("P and its replica");
+    let (pdb, sdb) =
+        handover_testkit::pdb::pair(&dir, &plan, "canary", handover_testkit::pace::Pace::Fast)
+            .await
+            .expect("P and its replica");
     wait_for_async("S replaying P's orders", || async {
         sdb.newest_order().await.ok().flatten().is_some()
     })
