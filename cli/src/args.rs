@@ -236,7 +236,13 @@ pub enum Command {
 #[derive(Debug, Clone, Default, Args)]
 pub struct DecideArgs {
     /// The approval's short key (in the Slack message)
-    #[arg(long, value_name = "KEY", group = "approval")]
+    // URL-safe base64 may start with '-': it is the key, not a flag.
+    #[arg(
+        long,
+        value_name = "KEY",
+        group = "approval",
+        allow_hyphen_values = true
+    )]
     pub key: Option<String>,
     /// The waiting run
     #[arg(long, value_name = "ARN", group = "approval")]
@@ -314,6 +320,17 @@ mod tests {
         assert_eq!(execution.as_deref(), Some("arn:x"));
         assert_eq!(reach.p_port, Some(6543));
         assert_eq!(at.at.table.as_deref(), Some("t"));
+    }
+
+    /// One key in 64 starts with '-' (URL-safe base64): still the key.
+    #[test]
+    fn a_key_that_starts_with_a_hyphen_is_the_key() {
+        let Command::Approve { which, .. } =
+            parse(&["approve", "--key", "-MkZ8w"]).unwrap().command
+        else {
+            panic!("not approve");
+        };
+        assert_eq!(which.key.as_deref(), Some("-MkZ8w"));
     }
 
     #[test]
