@@ -2,9 +2,11 @@
 # The packaged layout, proven for one function: `sam build` of DetectFunction
 # (the same path as `make build`) must leave a directory with `bootstrap` at
 # its root, an aarch64 ELF executable, and the template SAM deploys must point
-# at it.
+# at it. First, each function built without `respond` builds only the SDK
+# clients its role lets it call.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+"$root/scripts/sdk-clients-check.sh"
 "$root/scripts/build.sh" DetectFunction
 out="$root/infra/.aws-sam/build"
 "$root/.venv/bin/python" - "$out" <<'PY'

@@ -104,6 +104,7 @@ impl Aws {
         aws_sdk_eventbridge::Client::new(&self.config(region).await)
     }
     /// RDS in `region`.
+    #[cfg(feature = "rds")]
     pub async fn rds(&self, region: &str) -> aws_sdk_rds::Client {
         aws_sdk_rds::Client::new(&self.config(region).await)
     }
@@ -116,10 +117,12 @@ impl Aws {
         aws_sdk_cloudwatch::Client::new(&self.config(region).await)
     }
     /// Elastic Load Balancing (v2) in `region`.
+    #[cfg(feature = "elbv2")]
     pub async fn elbv2(&self, region: &str) -> aws_sdk_elasticloadbalancingv2::Client {
         aws_sdk_elasticloadbalancingv2::Client::new(&self.config(region).await)
     }
     /// Bedrock Runtime in `region`.
+    #[cfg(feature = "bedrock")]
     pub async fn bedrock(&self, region: &str) -> aws_sdk_bedrockruntime::Client {
         aws_sdk_bedrockruntime::Client::new(&self.config(region).await)
     }
@@ -128,14 +131,17 @@ impl Aws {
         aws_sdk_ssm::Client::new(&self.config(region).await)
     }
     /// SNS in `region`.
+    #[cfg(feature = "sns")]
     pub async fn sns(&self, region: &str) -> aws_sdk_sns::Client {
         aws_sdk_sns::Client::new(&self.config(region).await)
     }
     /// Secrets Manager in `region`.
+    #[cfg(feature = "secrets")]
     pub async fn secrets(&self, region: &str) -> aws_sdk_secretsmanager::Client {
         aws_sdk_secretsmanager::Client::new(&self.config(region).await)
     }
     /// S3 in `region` (see [`s3_client`]).
+    #[cfg(feature = "s3")]
     pub async fn s3(&self, region: &str) -> aws_sdk_s3::Client {
         s3_client(&self.config(region).await)
     }
@@ -147,6 +153,7 @@ impl Aws {
 /// `AWS_ENDPOINT_URL_S3`), where an emulator serves one host. An S3
 /// endpoint set only in a shared-config `services` section is not seen as
 /// an override: Handover's worlds set the variables.
+#[cfg(feature = "s3")]
 pub fn s3_client(config: &SdkConfig) -> aws_sdk_s3::Client {
     let overridden =
         config.endpoint_url().is_some() || std::env::var_os("AWS_ENDPOINT_URL_S3").is_some();

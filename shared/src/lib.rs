@@ -25,24 +25,33 @@
 //! - [`clock`]: injectable time.
 
 pub mod adapters;
+#[cfg(feature = "respond")]
 pub mod approval;
 pub mod aws;
+#[cfg(feature = "respond")]
 pub mod bootstrap;
 pub mod clock;
 pub mod config;
+#[cfg(feature = "respond")]
 pub mod dependencies;
 pub mod detect;
+#[cfg(feature = "respond")]
 pub mod diagnose;
 pub mod error;
 pub mod execution;
+#[cfg(feature = "respond")]
 pub mod failback;
+#[cfg(feature = "respond")]
 pub mod failover;
 pub mod live_plan;
 pub mod plan;
 pub mod public;
+#[cfg(feature = "respond")]
 pub mod readiness;
+#[cfg(feature = "respond")]
 pub mod report;
 pub mod scheduler;
+#[cfg(feature = "respond")]
 pub mod slack;
 pub mod stack;
 pub mod store;

@@ -66,12 +66,14 @@ pub trait SecretUsernames {
 }
 
 /// Secrets Manager, in the Region each ARN names.
+#[cfg(feature = "secrets")]
 #[derive(Debug, Clone, Copy)]
 pub struct SecretsManagerUsernames<'a> {
     aws: &'a Aws,
     default_region: &'a str,
 }
 
+#[cfg(feature = "secrets")]
 impl<'a> SecretsManagerUsernames<'a> {
     /// Secrets Manager; ARNs without a Region use `default_region`.
     pub fn new(aws: &'a Aws, default_region: &'a str) -> Self {
@@ -82,6 +84,7 @@ impl<'a> SecretsManagerUsernames<'a> {
     }
 }
 
+#[cfg(feature = "secrets")]
 impl SecretUsernames for SecretsManagerUsernames<'_> {
     #[instrument(skip(self))]
     async fn username(&self, arn: &str) -> Result<Option<String>, AwsError> {

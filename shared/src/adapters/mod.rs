@@ -16,29 +16,39 @@
 //! | [`ParameterReader`] | ssm:GetParameter |
 //! | [`SecretUsernames`] | secretsmanager:GetSecretValue (only the username is kept) |
 
+#[cfg(feature = "bedrock")]
 pub mod bedrock;
 pub mod cloudwatch;
 pub mod config;
+#[cfg(feature = "elbv2")]
 pub mod elbv2;
 pub mod events;
 pub mod http;
+#[cfg(feature = "rds")]
 pub mod rds;
 pub mod route53;
 pub mod sfn;
+#[cfg(feature = "sns")]
 pub mod sns;
 pub mod traffic;
 
+#[cfg(feature = "bedrock")]
 pub use bedrock::{Ask, Bedrock, TextModel};
 pub use cloudwatch::{Alarms, CloudWatch, LagSample, ReplicaLag};
-pub use config::{ParameterReader, SecretUsernames, SecretsManagerUsernames, SsmParameters};
+#[cfg(feature = "secrets")]
+pub use config::SecretsManagerUsernames;
+pub use config::{ParameterReader, SecretUsernames, SsmParameters};
+#[cfg(feature = "elbv2")]
 pub use elbv2::{Elbv2, TargetCounts, TargetHealth};
 pub use events::BusPublisher;
 #[cfg(feature = "events")]
 pub use events::DefaultBus;
 pub use http::{EndpointProbe, HttpProbe, ProbeResult};
+#[cfg(feature = "rds")]
 pub use rds::{DbInspector, DbInstance, MaintenanceReader, PendingMaintenance, Rds};
 pub use route53::{HealthChecks, Route53};
 pub use sfn::{ExecutionStarter, Sfn, StartOutcome};
+#[cfg(feature = "sns")]
 pub use sns::{OperatorNotice, Sns};
 
 use crate::aws::{SdkError, is_transient};

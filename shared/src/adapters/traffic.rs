@@ -301,10 +301,12 @@ impl Parameters for Ssm {
 }
 
 /// ARC's data plane: one client per cluster endpoint, tried in turn.
+#[cfg(feature = "arc")]
 pub struct ArcClusters {
     clients: Vec<(String, aws_sdk_route53recoverycluster::Client)>,
 }
 
+#[cfg(feature = "arc")]
 impl ArcClusters {
     /// Clients for the plan's cluster endpoints.
     pub async fn new(aws: &Aws, endpoints: &[crate::plan::ArcEndpoint]) -> Self {
@@ -323,6 +325,7 @@ impl ArcClusters {
     }
 }
 
+#[cfg(feature = "arc")]
 impl RoutingControls for ArcClusters {
     #[instrument(skip(self))]
     async fn set(&self, arn: &str, on: bool) -> Result<(), AwsError> {

@@ -19,7 +19,9 @@ pub mod control;
 pub mod lock;
 pub mod primary;
 pub mod probe;
+#[cfg(feature = "respond")]
 pub mod readiness;
+#[cfg(feature = "respond")]
 pub mod rpo;
 
 use crate::aws::{SdkError, is_transient};
