@@ -193,6 +193,11 @@ pub async fn release(ctx: Context, yes: bool) -> Result<String, Failure> {
                 unresolved = Some(format!("a task of the run may act until {until}"));
             }
             Compensation::Unresolved { detail } => unresolved = Some(detail),
+            Compensation::Elsewhere { detail } => {
+                unresolved = Some(format!(
+                    "{detail}; run `handover status` in a minute, and `handover release` again if the transition is still held"
+                ));
+            }
         }
     }
     if let Some((holder, ..)) = &held {

@@ -609,8 +609,9 @@ pub struct FencePolicy {
 /// Longest fence confirmation wait (the group change and P's reboot): the
 /// fence's Lambda timeout is 300 s and its calls need their own budget.
 pub const MAX_FENCE_CONFIRM_S: u64 = 240;
-/// The most the fence waits for audit's sweep to end a claim on P's groups
-/// (its 40 s lease, `store::primary::UNFENCE_LEASE`, and 5 s).
+/// The most the fence waits for an unfence (audit's sweep, or a run's
+/// compensation) to end its claim on P's groups (its 40 s lease,
+/// `store::primary::UNFENCE_LEASE`, and 5 s).
 pub const FENCE_SWEEP_WAIT_MS: u64 = 45_000;
 
 impl Default for FencePolicy {

@@ -1121,6 +1121,115 @@ async fn a_sweep_call_that_timed_out_holds_its_claim_until_it_cannot_land() {
     assert_eq!(rec.unfencing, None, "the fence removed the lapsed claim");
 }
 
+/// Two compensations of exec-1 side by side (the run's own audit and the
+/// sweep), the first starting at once, the second 0.2 s later, while P's
+/// first ModifyDBInstance takes `delay_s` to land (against a call budget,
+/// `fence.timeout_ms`, of `budget_ms`), and a fence of another run tries
+/// to begin from 0.5 s on. Returns both compensations and the fence, once
+/// every call has landed.
+async fn compensations_racing_a_fence(
+    r: &Run,
+    delay_s: f64,
+    budget_ms: u64,
+) -> (
+    [handover::failover::compensate::Compensation; 2],
+    handover::execution::FenceResult,
+) {
+    use handover::failover::compensate::compensate;
+    use std::time::Duration;
+    r.fenced("exec-1", false).await.unwrap();
+    let slow = unique("slow-unfence");
+    handover_testkit::add_fault_rules(json!([{"id": slow, "mode": "latency", "seconds": delay_s,
+        "count": 1, "service": "rds", "action": "ModifyDBInstance",
+        "target": r.plan.regions.primary.db_instance_id}]))
+    .await;
+    let (p_rds, s_rds) = (r.p_rds().await, r.s_rds().await);
+    let mut plan = r.plan.clone();
+    plan.fence.timeout_ms = budget_ms;
+    let compensation = |after_ms: u64| {
+        let (plan, store, p_rds, s_rds) = (&plan, &r.store, &p_rds, &s_rds);
+        async move {
+            tokio::time::sleep(Duration::from_millis(after_ms)).await;
+            compensate(plan, store, "exec-1", None, p_rds, s_rds, Utc::now()).await
+        }
+    };
+    let began = std::time::Instant::now();
+    let (first, second, fenced) = tokio::join!(compensation(0), compensation(200), async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        loop {
+            match r.fenced("exec-2", false).await {
+                Err(StepError::Refused(_) | StepError::Held(_))
+                    if began.elapsed() < Duration::from_secs(60) =>
+                {
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+                other => break other,
+            }
+        }
+    });
+    handover_testkit::remove_fault_rules(&[&slow]).await;
+    // The delayed call lands `delay_s` after it was sent, whatever the
+    // compensations did meanwhile: look at P only once it has.
+    tokio::time::sleep_until((began + Duration::from_secs_f64(delay_s + 1.0)).into()).await;
+    let fence: handover::execution::FenceResult = fenced.unwrap().require("fence").unwrap();
+    ([first, second], fence)
+}
+
+/// What [`compensations_racing_a_fence`] must leave: one compensation
+/// released the transition, the other touched nothing (it found the
+/// first's claim, or, started late, no transition), and the fence that
+/// began afterwards still holds P.
+async fn only_one_compensated_and_the_fence_holds(r: &Run, delay_s: f64, budget_ms: u64) {
+    use handover::failover::compensate::Compensation;
+    let before = handover_testkit::world::p_security_groups(&r.aws, &r.plan).await;
+    let (compensations, fence) = compensations_racing_a_fence(r, delay_s, budget_ms).await;
+    let released = compensations
+        .iter()
+        .filter(|c| matches!(c, Compensation::Released { .. }))
+        .count();
+    let elsewhere = compensations
+        .iter()
+        .filter(|c| matches!(c, Compensation::Elsewhere { .. } | Compensation::Nothing))
+        .count();
+    assert_eq!((released, elsewhere), (1, 1), "{compensations:?}");
+    assert_eq!(
+        fence.outcome,
+        handover::execution::FenceOutcome::Confirmed,
+        "{}",
+        fence.detail
+    );
+    assert_eq!(
+        handover_testkit::world::p_security_groups(&r.aws, &r.plan).await,
+        vec![r.plan.regions.primary.fence_security_group_id.clone()],
+        "P is fenced at the end: no compensation's late call undid the fence"
+    );
+    assert_eq!(fence.previous_security_groups, before);
+}
+
+/// Found by review: without audit's reserved concurrency, the run's own
+/// audit and the sweep can compensate one run side by side. One restored
+/// P and released the transition, a fence began, and the other's call,
+/// slow to land, then undid that fence. Each unfence call now goes out
+/// under a claim taken while the run holds its transition, so the second
+/// compensation finds the first's claim and makes no call. The slow call
+/// lands in 1.2 s, well within its 5 s budget (`fence.timeout_ms`).
+#[tokio::test]
+async fn two_compensations_of_one_run_never_undo_a_later_fence() {
+    let r = run(5.0).await;
+    only_one_compensated_and_the_fence_holds(&r, 1.2, 5_000).await;
+}
+
+/// Found by review: a call that timed out (here it lands 5 s after it was
+/// sent, past its 1.5 s budget, the test plan's) may still land after a later attempt
+/// succeeded. Ending the claim then let a fence begin before that late
+/// change. A compensation that saw an unknown outcome now renews its claim
+/// before releasing the transition, and the fence waits it out.
+#[tokio::test]
+async fn a_compensation_call_that_timed_out_holds_its_claim_until_it_cannot_land() {
+    let r = run(5.0).await;
+    only_one_compensated_and_the_fence_holds(&r, 5.0, 1_500).await;
+}
+
 /// Found by review: a fence that found P mid-change (an unfence being
 /// applied: the deny-all group beside P's own) recorded the deny-all group
 /// as one of P's, and failback would have restored it. It is never P's own.

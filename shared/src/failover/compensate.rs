@@ -23,7 +23,7 @@ use crate::adapters::DbInspector;
 use crate::plan::Plan;
 use crate::report::facts::RunFacts;
 use crate::store::Store;
-use crate::store::primary::{PromotionOutcome, TransitionOutcome};
+use crate::store::primary::{PromotionOutcome, TransitionOutcome, UNFENCE_LEASE, UnfenceClaim};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use std::time::Duration;
@@ -89,6 +89,13 @@ pub enum Compensation {
     Deferred {
         /// When the run's tasks can no longer act.
         until: DateTime<Utc>,
+    },
+    /// Another compensation of this run (its own audit, the sweep, or
+    /// `handover release`) holds a live claim: it is restoring P. This one
+    /// touched nothing.
+    Elsewhere {
+        /// What it found, in words.
+        detail: String,
     },
     /// The promotion had been called and S is not (yet) promoted, or the
     /// world could not be read: left as it is for a person.
@@ -216,33 +223,43 @@ pub async fn compensate<P: DbFencer + Sync, S: DbInspector + Sync>(
     // all the same: a held transition would refuse every later failover. The
     // sweep retries the unfence while no run holds a transition, and the
     // next fence records these groups as P's.
+    let mut claims = Vec::new();
     let (restored_groups, unfence) = match &tr.fence_previous_groups {
         Some(previous) if !previous.is_empty() => {
-            let deadline = tokio::time::Instant::now() + UNFENCE_BUDGET;
-            let mut attempts = 0u32;
-            let result = loop {
-                attempts += 1;
-                match p_rds
-                    .set_security_groups(&p.db_instance_id, previous, budget)
-                    .await
-                {
-                    Ok(()) => break Ok(()),
-                    Err(e)
-                        if (e.code() == Some("InvalidDBInstanceState") || e.is_transient())
-                            && tokio::time::Instant::now() + UNFENCE_PAUSE < deadline =>
-                    {
-                        warn!(execution, attempts, error = %crate::error::chain(&e), "P not unfenced yet; trying again");
-                        tokio::time::sleep(UNFENCE_PAUSE).await;
-                    }
-                    Err(e) => break Err(e),
+            let u = unfence_under_claim(
+                store,
+                p_rds,
+                &p.db_instance_id,
+                previous,
+                rec.epoch,
+                execution,
+                budget,
+            )
+            .await;
+            if !u.unknown {
+                claims = u.tried;
+            }
+            let attempts = u.attempts;
+            match u.result {
+                Err(Stopped::Gone) => {
+                    info!(
+                        execution,
+                        "another compensation of this run released its transition first: this one touched nothing"
+                    );
+                    return Compensation::Nothing;
                 }
-            };
-            match result {
+                Err(Stopped::Held { since }) => {
+                    let detail = format!(
+                        "another compensation of this run is restoring P's groups (its claim of {since}): this one touched nothing"
+                    );
+                    info!(execution, "{detail}");
+                    return Compensation::Elsewhere { detail };
+                }
                 Ok(()) => (
                     Some(previous.clone()),
                     format!("P's security groups restored to {previous:?}"),
                 ),
-                Err(e) => {
+                Err(Stopped::Failed(e)) => {
                     error!(execution, alert = true, groups = ?previous, attempts, "P could not be unfenced");
                     let kept = match store.record_unfence_pending(previous, now).await {
                         Ok(()) => "its groups are kept in the record and audit's sweep tries again every 5 minutes".to_owned(),
@@ -251,8 +268,7 @@ pub async fn compensate<P: DbFencer + Sync, S: DbInspector + Sync>(
                     (
                         None,
                         format!(
-                            "P could NOT be unfenced after {attempts} attempts ({}): nothing was promoted, so the service has no writer until P's groups are back; {kept}; to act now, restore P's security groups to {previous:?}",
-                            crate::error::chain(&e)
+                            "P could NOT be unfenced after {attempts} attempts ({e}): nothing was promoted, so the service has no writer until P's groups are back; {kept}; to act now, restore P's security groups to {previous:?}"
                         ),
                     )
                 }
@@ -260,7 +276,13 @@ pub async fn compensate<P: DbFencer + Sync, S: DbInspector + Sync>(
         }
         _ => (None, "the fence had not changed P".to_owned()),
     };
-    match store.abandon_transition(rec.epoch, execution, now).await {
+    let released = store.abandon_transition(rec.epoch, execution, now).await;
+    // A call whose outcome is unknown may still land: its claim, renewed
+    // before the release, then stays until it lapses.
+    if let Err(e) = store.end_compensation_unfence(&claims, now).await {
+        warn!(error = %crate::error::chain(&e), "the unfence claim stays until it lapses: a fence waits for it");
+    }
+    match released {
         Ok(TransitionOutcome::Claimed(_)) => {
             if restored_groups.is_some()
                 && rec.unfence_pending.is_some()
@@ -284,4 +306,154 @@ pub async fn compensate<P: DbFencer + Sync, S: DbInspector + Sync>(
             ),
         },
     }
+}
+
+/// What [`unfence_under_claim`] did.
+struct Unfence {
+    /// Calls tried.
+    attempts: u32,
+    /// Every claim stamp this compensation wrote or tried to write.
+    tried: Vec<DateTime<Utc>>,
+    /// A call's outcome was unknown (it may still land): the claim was
+    /// renewed at the end, and must stay until it lapses.
+    unknown: bool,
+    /// `Ok`: P's groups restored.
+    result: Result<(), Stopped>,
+}
+
+/// Why [`unfence_under_claim`] stopped without restoring P.
+enum Stopped {
+    /// The run no longer holds the transition: no call went out after
+    /// that was seen.
+    Gone,
+    /// Another compensation of the run holds a live claim.
+    Held {
+        /// When it claimed.
+        since: DateTime<Utc>,
+    },
+    /// The last error, in words.
+    Failed(String),
+}
+
+/// The least time left on a claim for a call to go out under it: the call
+/// must end (its budget) before the claim lapses.
+const CLAIM_MARGIN: Duration = Duration::from_secs(5);
+
+/// Restore P's `previous` groups. Each call goes out only under a live
+/// claim of this compensation ([`Store::claim_compensation_unfence`]),
+/// taken at wall-clock time while the run still holds its transition, and
+/// its budget ends before the claim lapses. Two compensations of one run
+/// (the run's own audit and the sweep, side by side when audit's
+/// concurrency is not reserved) never call together: the second finds the
+/// first's claim. No fence begins while a claim is live. A call whose
+/// outcome is unknown (it may still land), or a claim that replaced
+/// another's lapsed one, renews the claim at the end, so that it holds a
+/// whole lease after the last call ([`renew_for_late_calls`]). RDS refuses a modify
+/// while P is `rebooting`, so such a refusal, a transient error, or a
+/// failed claim write is retried for up to [`UNFENCE_BUDGET`].
+async fn unfence_under_claim<P: DbFencer + Sync>(
+    store: &Store,
+    p_rds: &P,
+    db: &str,
+    previous: &[String],
+    epoch: i64,
+    execution: &str,
+    budget: Duration,
+) -> Unfence {
+    let started = tokio::time::Instant::now();
+    let mut u = Unfence {
+        attempts: 0,
+        tried: Vec::new(),
+        unknown: false,
+        result: Err(Stopped::Gone),
+    };
+    let mut last_call = None;
+    loop {
+        let at = Utc::now();
+        u.tried.push(at);
+        let claimed = store
+            .claim_compensation_unfence(epoch, execution, &u.tried, at)
+            .await;
+        let error = match claimed {
+            Ok(UnfenceClaim::Gone) => break,
+            Ok(UnfenceClaim::Held { since }) => {
+                u.result = Err(Stopped::Held { since });
+                break;
+            }
+            Err(e) => format!(
+                "the claim could not be written: {}",
+                crate::error::chain(&e)
+            ),
+            Ok(UnfenceClaim::Claimed { took_over }) => match call_under(at, budget) {
+                None => "the claim was written too late to call under it".to_owned(),
+                Some(call_budget) => {
+                    // Another compensation's call may still land: keep
+                    // this claim for a whole lease at the end.
+                    u.unknown |= took_over;
+                    u.attempts += 1;
+                    last_call = Some(tokio::time::Instant::now());
+                    match p_rds.set_security_groups(db, previous, call_budget).await {
+                        Ok(()) => {
+                            u.result = Ok(());
+                            break;
+                        }
+                        Err(e) => {
+                            u.unknown |= e.outcome_unknown();
+                            if e.code() == Some("InvalidDBInstanceState") || e.is_transient() {
+                                crate::error::chain(&e)
+                            } else {
+                                u.result = Err(Stopped::Failed(crate::error::chain(&e)));
+                                break;
+                            }
+                        }
+                    }
+                }
+            },
+        };
+        if started.elapsed() + UNFENCE_PAUSE >= UNFENCE_BUDGET {
+            u.result = Err(Stopped::Failed(error));
+            break;
+        }
+        warn!(execution, attempts = u.attempts, %error, "P not unfenced yet; trying again");
+        tokio::time::sleep(UNFENCE_PAUSE).await;
+    }
+    if u.unknown {
+        renew_for_late_calls(store, epoch, execution, &mut u.tried, last_call).await;
+    }
+    u
+}
+
+/// After a call whose outcome is unknown (it may still land), renew the
+/// claim while the transition is still this run's: no fence begins for a
+/// whole lease from now. `Held` or `Gone`: another compensation's claim
+/// covers it (one that took over a lapsed claim keeps its own until it
+/// lapses). If the claim cannot be written, wait out a lease from the last
+/// call instead, before the transition is released.
+async fn renew_for_late_calls(
+    store: &Store,
+    epoch: i64,
+    execution: &str,
+    tried: &mut Vec<DateTime<Utc>>,
+    last_call: Option<tokio::time::Instant>,
+) {
+    let at = Utc::now();
+    tried.push(at);
+    if let Err(e) = store
+        .claim_compensation_unfence(epoch, execution, tried, at)
+        .await
+    {
+        warn!(execution, error = %crate::error::chain(&e), "the unfence claim could not be renewed after a call whose outcome is unknown: waiting until that call can no longer land");
+        if let (Some(sent), Ok(lease)) = (last_call, UNFENCE_LEASE.to_std()) {
+            tokio::time::sleep_until(sent + lease).await;
+        }
+    }
+}
+
+/// The budget for a call under a claim taken at `at`: `budget`, cut so
+/// that the call ends [`CLAIM_MARGIN`] before the claim lapses. `None`:
+/// too little is left (the claim's write was slow).
+fn call_under(at: DateTime<Utc>, budget: Duration) -> Option<Duration> {
+    let left = (at + UNFENCE_LEASE - Utc::now()).to_std().ok()?;
+    let usable = left.checked_sub(CLAIM_MARGIN)?;
+    (usable >= Duration::from_secs(1)).then(|| budget.min(usable))
 }

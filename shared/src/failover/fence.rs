@@ -234,12 +234,13 @@ pub async fn fence<F: DbFencer + Sync>(
     ))
 }
 
-/// Claim the transition for this fence. While audit's sweep holds its
-/// claim on restoring P's groups from an earlier fence (at most
-/// [`crate::store::primary::UNFENCE_LEASE`]), wait for it, reading again each second: the fence
-/// then finds P as the sweep left it, and the sweep cannot undo this fence.
-/// A claim the sweep renewed (its call's answer lost) outlasts the wait:
-/// then the fence is `Held`, and the state machine retries it.
+/// Claim the transition for this fence. While an unfence of P holds its
+/// claim (audit's sweep restoring P's groups from an earlier fence, or a
+/// run's compensation; at most [`crate::store::primary::UNFENCE_LEASE`]),
+/// wait for it, reading again each second: the fence then finds P as the
+/// unfence left it, and the unfence cannot undo this fence. A claim
+/// renewed after a call whose answer was lost outlasts the wait: then the
+/// fence is `Held`, and the state machine retries it.
 async fn begin(
     store: &Store,
     epoch: i64,
@@ -255,7 +256,7 @@ async fn begin(
             .await?
         {
             TransitionOutcome::Unfencing { since } if waited.elapsed() < most => {
-                info!(%since, "audit's sweep is restoring P's groups: the fence waits for it");
+                info!(%since, "an unfence of P holds its claim: the fence waits for it");
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
             out => return Ok(out),

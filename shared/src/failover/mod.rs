@@ -73,7 +73,7 @@ pub(crate) fn claimed(
             "{what}: the primary record is missing"
         ))),
         TransitionOutcome::Unfencing { since } => Err(StepError::Held(format!(
-            "{what}: audit's sweep has been restoring P's security groups since {since}"
+            "{what}: an unfence of P (audit's sweep, or a run's compensation) has held its claim since {since}"
         ))),
     }
 }

@@ -98,16 +98,38 @@ pub struct PrimaryRecord {
     /// run holds a transition, and the next fence records these as P's
     /// previous groups instead of the deny-all group it finds.
     pub unfence_pending: Option<Vec<String>>,
-    /// When audit's sweep claimed the restoring of `unfence_pending`: while
-    /// it holds that claim ([`UNFENCE_LEASE`]), no fence begins, so the
-    /// sweep never undoes a fence that began in between.
+    /// When an unfence of P last claimed the right to call: audit's sweep
+    /// restoring `unfence_pending`, or a run's compensation before each
+    /// call. While a claim is live ([`UNFENCE_LEASE`]), no fence begins, so
+    /// an unfence never undoes a fence that began in between.
     pub unfencing: Option<DateTime<Utc>>,
 }
 
-/// How long the sweep's claim on restoring P's groups holds: longer than
-/// its ModifyDBInstance may take (a 10 s budget), its wait to see the
-/// change applied (20 s), and the writes around them. A call whose answer
-/// was lost renews the claim for as long again.
+/// What [`Store::claim_compensation_unfence`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnfenceClaim {
+    /// Claimed: the call may go out now. `took_over`: it replaced another
+    /// compensation's lapsed claim, whose call may still land.
+    Claimed {
+        /// Another's lapsed claim was replaced.
+        took_over: bool,
+    },
+    /// Another compensation of the run claimed at `since` and its claim is
+    /// live: it is unfencing P.
+    Held {
+        /// When it claimed.
+        since: DateTime<Utc>,
+    },
+    /// The run no longer holds the transition (another compensation
+    /// released it), or it called the promotion: no unfence call may go out.
+    Gone,
+}
+
+/// How long a claim on restoring P's groups holds. The sweep's: longer
+/// than its ModifyDBInstance may take (a 10 s budget), its wait to see the
+/// change applied (20 s), and the writes around them. A compensation cuts
+/// each call's budget to end 5 s before its claim lapses. A call whose
+/// answer was lost renews the claim for as long again.
 pub const UNFENCE_LEASE: chrono::Duration = chrono::Duration::seconds(40);
 
 /// How the sweep's unfence of P ended ([`Store::end_unfence`]).
@@ -151,10 +173,10 @@ pub enum TransitionOutcome {
     },
     /// The record does not exist (not provisioned).
     Missing,
-    /// Audit's sweep is restoring P's groups from an earlier fence (claimed
-    /// at `since`, held for [`UNFENCE_LEASE`]): the fence waits for it.
+    /// An unfence of P is under way (audit's sweep, or a compensation;
+    /// claimed at `since`, held for [`UNFENCE_LEASE`]): the fence waits.
     Unfencing {
-        /// When the sweep claimed it.
+        /// When it was claimed.
         since: DateTime<Utc>,
     },
 }
@@ -724,6 +746,108 @@ impl Store {
         .await
     }
 
+    /// A run's compensation claims its next unfence call: `unfencing_ms`
+    /// becomes `now` (wall-clock time), while `execution` still holds the
+    /// transition on `expected_epoch`, never called the promotion, and no
+    /// other live claim stands. `mine`: every stamp this compensation has
+    /// tried, `now` among them: its own claims (a write whose answer was
+    /// lost, and the SDK's retry of this one, may have landed). No fence
+    /// begins while a claim is live ([`UNFENCE_LEASE`]).
+    pub async fn claim_compensation_unfence(
+        &self,
+        expected_epoch: i64,
+        execution: &str,
+        mine: &[DateTime<Utc>],
+        now: DateTime<Utc>,
+    ) -> Result<UnfenceClaim, StoreError> {
+        let stale = now - UNFENCE_LEASE;
+        let (own, values) = own_stamps(mine);
+        let res = self
+            .client()
+            .update_item()
+            .table_name(self.table())
+            .set_key(Some(Self::key(PK)))
+            .update_expression("SET unfencing_ms = :now, updated_ms = :now")
+            .condition_expression(format!(
+                "attribute_exists(pk) AND epoch = :e AND #t.execution = :x \
+                 AND attribute_not_exists(#t.promote_called_ms) \
+                 AND (attribute_not_exists(unfencing_ms) OR unfencing_ms < :stale{own})"
+            ))
+            .expression_attribute_names("#t", "transition")
+            .set_expression_attribute_values(Some(values))
+            .expression_attribute_values(":e", n(expected_epoch))
+            .expression_attribute_values(":x", s(execution))
+            .expression_attribute_values(":now", ms(now))
+            .expression_attribute_values(":stale", ms(stale))
+            .return_values(ReturnValue::UpdatedOld)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        let old = match res {
+            Ok(out) => {
+                // A lapsed claim that was not this compensation's: whoever
+                // held it may have a call that can still land.
+                let replaced = out
+                    .attributes()
+                    .and_then(|a| a.get("unfencing_ms"))
+                    .and_then(|v| v.as_n().ok())
+                    .and_then(|n| n.parse::<i64>().ok());
+                let took_over =
+                    replaced.is_some_and(|old| !mine.iter().any(|t| t.timestamp_millis() == old));
+                return Ok(UnfenceClaim::Claimed { took_over });
+            }
+            Err(e) => match conditional_old(&e) {
+                Some(Some(old)) => PrimaryRecord::from_item(old)?,
+                Some(None) => return Ok(UnfenceClaim::Gone),
+                None => return Err(call_error("UpdateItem", PK, e)),
+            },
+        };
+        // Refused, and the old record says why: a transition that is still
+        // this run's means another compensation's claim is live.
+        let ours = old.epoch == expected_epoch
+            && old
+                .transition
+                .as_ref()
+                .is_some_and(|t| t.execution == execution && t.promote_called_at.is_none());
+        Ok(match (ours, old.unfencing) {
+            (true, Some(since)) => UnfenceClaim::Held { since },
+            _ => UnfenceClaim::Gone,
+        })
+    }
+
+    /// End this compensation's claim, if the live one is one of `mine`.
+    /// Another compensation's later claim stays until it lapses.
+    pub async fn end_compensation_unfence(
+        &self,
+        mine: &[DateTime<Utc>],
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        if mine.is_empty() {
+            return Ok(false);
+        }
+        let (own, values) = own_stamps(mine);
+        let res = self
+            .client()
+            .update_item()
+            .table_name(self.table())
+            .set_key(Some(Self::key(PK)))
+            .update_expression("SET updated_ms = :now REMOVE unfencing_ms")
+            .condition_expression(format!(
+                "attribute_exists(pk) AND (attribute_not_exists(unfencing_ms){own})"
+            ))
+            .set_expression_attribute_values(Some(values))
+            .expression_attribute_values(":now", ms(now))
+            .send()
+            .await;
+        match res {
+            Ok(_) => Ok(true),
+            Err(e) => match conditional_old(&e) {
+                Some(_) => Ok(false),
+                None => Err(call_error("UpdateItem", PK, e)),
+            },
+        }
+    }
+
     async fn update_transition(
         &self,
         update: &str,
@@ -836,6 +960,25 @@ impl Store {
             },
         }
     }
+}
+
+/// ` OR unfencing_ms IN (:m0, …)` for `mine`, with its values (none for
+/// an empty list). DynamoDB takes at most 100 values in an IN list;
+/// a compensation tries at most about 60 stamps.
+fn own_stamps(mine: &[DateTime<Utc>]) -> (String, HashMap<String, AttributeValue>) {
+    let values: HashMap<String, AttributeValue> = mine
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (format!(":m{i}"), ms(*t)))
+        .collect();
+    if values.is_empty() {
+        return (String::new(), values);
+    }
+    let names: Vec<String> = (0..mine.len()).map(|i| format!(":m{i}")).collect();
+    (
+        format!(" OR unfencing_ms IN ({})", names.join(", ")),
+        values,
+    )
 }
 
 /// For a failed conditional UpdateItem: `Some(old item)` (None when the item
