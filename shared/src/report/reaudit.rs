@@ -87,20 +87,54 @@ pub async fn after_backup<H: ExecutionHistory + ExecutionLookup + Sync>(
         .await
         .get(&plan.report.bucket, &key)
         .await?;
-    if let Some(bytes) = stored {
-        match serde_json::from_slice::<Report>(&bytes) {
-            Ok(r) if r.numbers.conservative_rto.status != Status::Pending => {
-                return skip(format!(
-                    "the report of {} already has its conservative RTO ({})",
-                    input.incident_id,
-                    r.numbers.conservative_rto.status.label()
-                ));
-            }
-            // Pending, or unreadable: write it again.
-            _ => {}
+    match stored.map(|bytes| serde_json::from_slice::<Report>(&bytes)) {
+        Some(Ok(r)) if r.numbers.conservative_rto.status != Status::Pending => {
+            return skip(format!(
+                "the report of {} already has its conservative RTO ({})",
+                input.incident_id,
+                r.numbers.conservative_rto.status.label()
+            ));
         }
+        // No report yet. The run's own audit writes the first one, with
+        // what only it reads: the public name as detect saw it, and
+        // readiness. It reads backups since the promotion itself.
+        None if !status.is_terminal() => {
+            return skip(format!(
+                "{} is still running: its own audit reads this backup",
+                input.incident_id
+            ));
+        }
+        // Its audit may be running now, side by side with this one (audit's
+        // concurrency is not reserved), and may have read RDS before this
+        // backup finished. Fail, so that Lambda retries the event (about 1
+        // and 2 minutes later) once that report is there.
+        None if ended_within(&status, now, OWN_AUDIT_WINDOW) => {
+            return Err(AuditError::NotYet(format!(
+                "the report of {} is not written yet, and its run ended moments ago: its own audit writes it first",
+                input.incident_id
+            )));
+        }
+        // Pending, unreadable, or never written (the sweep's late audit
+        // would write it): write it now.
+        _ => {}
     }
     info!(incident = %input.incident_id, execution, instance = %event.source_identifier, "first backup of the new primary: re-auditing");
     let (outcome, _) = audit_for(deps, history, &status, now, Trigger::FirstBackup).await?;
     Ok(outcome)
+}
+
+/// How long after its run ended a report may still be on its way from the
+/// run's own audit (audit's Lambda timeout is 300 s).
+const OWN_AUDIT_WINDOW: chrono::Duration = chrono::Duration::minutes(5);
+
+/// Did the execution of `status` end less than `window` before `now`?
+fn ended_within(
+    status: &super::audit::ExecutionStatusChange,
+    now: DateTime<Utc>,
+    window: chrono::Duration,
+) -> bool {
+    status
+        .stop_date
+        .and_then(DateTime::<Utc>::from_timestamp_millis)
+        .is_some_and(|stopped| now - stopped < window)
 }

@@ -455,6 +455,15 @@ async fn the_new_primarys_first_backup_fills_in_the_conservative_rto_once() {
         .await
         .unwrap();
 
+    // A backup that finishes before the run's own audit wrote its report
+    // fails, for Lambda to retry: a re-audit now would write a report
+    // without the run's observations. Nothing is written.
+    let early = handler(backup_event(&s.db_instance_id, "RDS-EVENT-0002"), &w.deps)
+        .await
+        .unwrap_err();
+    assert!(early.to_string().contains("not written yet"), "{early}");
+    assert!(w.slack.messages().is_empty());
+
     handler(event(&arn, &w.incident, "SUCCEEDED"), &w.deps)
         .await
         .unwrap();
