@@ -62,3 +62,40 @@ fn detection_can_be_deployed_off_until_the_primary_record_exists() {
         serde_json::json!([{"Ref": "DetectionState"}, "ENABLED"])
     );
 }
+
+/// Lambda keeps at least 100 of an account's concurrency unreserved
+/// (PutFunctionConcurrency), so an account whose quota is below 102 (new
+/// accounts often have 10 or 50) cannot create both reservations. Every
+/// reservation can be turned off by one parameter, and is on by default.
+#[test]
+fn every_reserved_concurrency_can_be_turned_off() {
+    let t = expanded_template();
+    let parameter = &t["Parameters"]["ReserveConcurrency"];
+    assert_eq!(parameter["Default"], "true");
+    assert_eq!(
+        parameter["AllowedValues"],
+        serde_json::json!(["true", "false"])
+    );
+    assert_eq!(
+        t["Conditions"]["ReservesConcurrency"]["Fn::Equals"],
+        serde_json::json!([{"Ref": "ReserveConcurrency"}, "true"])
+    );
+    let reserving: Vec<_> = t["Resources"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter_map(|(id, r)| {
+            r["Properties"]
+                .get("ReservedConcurrentExecutions")
+                .map(|v| (id, v))
+        })
+        .collect();
+    assert_eq!(reserving.len(), 2, "readiness and audit: {reserving:?}");
+    for (id, v) in reserving {
+        assert_eq!(
+            v["Fn::If"],
+            serde_json::json!(["ReservesConcurrency", 1, {"Ref": "AWS::NoValue"}]),
+            "{id} reserves concurrency whatever ReserveConcurrency says"
+        );
+    }
+}
