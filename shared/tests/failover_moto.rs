@@ -1069,6 +1069,18 @@ async fn sweep_racing_a_fence(
     tokio::time::sleep_until(landed.into()).await;
     swept.unwrap();
     let fence: handover::execution::FenceResult = fenced.unwrap().require("fence").unwrap();
+    the_fence_holds(r, &fence, before).await;
+    let rec = r.store.primary().await.unwrap().unwrap();
+    assert_eq!(
+        rec.transition.as_ref().map(|t| t.execution.as_str()),
+        Some("exec-2")
+    );
+    rec
+}
+
+/// A fence that began while an unfence was under way: confirmed, P still
+/// fenced once every late call has landed, and P's own groups recorded.
+async fn the_fence_holds(r: &Run, fence: &handover::execution::FenceResult, before: &[String]) {
     assert_eq!(
         fence.outcome,
         handover::execution::FenceOutcome::Confirmed,
@@ -1078,18 +1090,12 @@ async fn sweep_racing_a_fence(
     assert_eq!(
         handover_testkit::world::p_security_groups(&r.aws, &r.plan).await,
         vec![r.plan.regions.primary.fence_security_group_id.clone()],
-        "P is fenced at the end: the sweep's late call did not undo the fence"
+        "P is fenced at the end: no late unfence call undid the fence"
     );
     assert_eq!(
         fence.previous_security_groups, before,
         "failback restores P's own groups"
     );
-    let rec = r.store.primary().await.unwrap().unwrap();
-    assert_eq!(
-        rec.transition.as_ref().map(|t| t.execution.as_str()),
-        Some("exec-2")
-    );
-    rec
 }
 
 /// Found by review: the sweep read "no transition" and then restored P's
@@ -1192,18 +1198,7 @@ async fn only_one_compensated_and_the_fence_holds(r: &Run, delay_s: f64, budget_
         .filter(|c| matches!(c, Compensation::Elsewhere { .. } | Compensation::Nothing))
         .count();
     assert_eq!((released, elsewhere), (1, 1), "{compensations:?}");
-    assert_eq!(
-        fence.outcome,
-        handover::execution::FenceOutcome::Confirmed,
-        "{}",
-        fence.detail
-    );
-    assert_eq!(
-        handover_testkit::world::p_security_groups(&r.aws, &r.plan).await,
-        vec![r.plan.regions.primary.fence_security_group_id.clone()],
-        "P is fenced at the end: no compensation's late call undid the fence"
-    );
-    assert_eq!(fence.previous_security_groups, before);
+    the_fence_holds(r, &fence, &before).await;
 }
 
 /// Found by review: without audit's reserved concurrency, the run's own

@@ -8,6 +8,7 @@
 
 use super::{Attrs, Item, Store, StoreError, call_error, ms, n, s};
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -460,10 +461,7 @@ impl Store {
         let condition = "attribute_exists(pk) AND epoch = :e AND last_execution = :x";
         let update = |expr: &str, values: Vec<(&str, AttributeValue)>| {
             let mut req = self
-                .client()
-                .update_item()
-                .table_name(self.table())
-                .set_key(Some(Self::key(PK)))
+                .update_record()
                 .update_expression(expr)
                 .condition_expression(condition)
                 .expression_attribute_values(":e", n(epoch))
@@ -518,10 +516,7 @@ impl Store {
         groups: &[String],
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
-        self.client()
-            .update_item()
-            .table_name(self.table())
-            .set_key(Some(Self::key(PK)))
+        self.update_record()
             .update_expression(
                 "SET unfence_pending = if_not_exists(unfence_pending, :g), updated_ms = :now",
             )
@@ -547,10 +542,7 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<Option<DateTime<Utc>>, StoreError> {
         let res = self
-            .client()
-            .update_item()
-            .table_name(self.table())
-            .set_key(Some(Self::key(PK)))
+            .update_record()
             .update_expression("SET unfencing_ms = :now, updated_ms = :now")
             .condition_expression(
                 "attribute_exists(pk) AND attribute_not_exists(#t) AND unfence_pending = :g \
@@ -618,10 +610,7 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
         let mut req = self
-            .client()
-            .update_item()
-            .table_name(self.table())
-            .set_key(Some(Self::key(PK)))
+            .update_record()
             .update_expression(update)
             .condition_expression(format!("unfencing_ms = :c{guard}"))
             .expression_attribute_values(":c", ms(claimed_at))
@@ -629,36 +618,21 @@ impl Store {
         if !guard.is_empty() {
             req = req.expression_attribute_names("#t", "transition");
         }
-        match req.send().await {
-            Ok(_) => Ok(true),
-            Err(e) => match conditional_old(&e) {
-                Some(_) => Ok(false),
-                None => Err(call_error("UpdateItem", PK, e)),
-            },
-        }
+        applied(req.send().await)
     }
 
     /// P was unfenced: forget the pending groups (only while no run holds a
     /// transition, which would own P's groups now).
     pub async fn clear_unfence_pending(&self, now: DateTime<Utc>) -> Result<bool, StoreError> {
         let res = self
-            .client()
-            .update_item()
-            .table_name(self.table())
-            .set_key(Some(Self::key(PK)))
+            .update_record()
             .update_expression("SET updated_ms = :now REMOVE unfence_pending")
             .condition_expression("attribute_exists(pk) AND attribute_not_exists(#t)")
             .expression_attribute_names("#t", "transition")
             .expression_attribute_values(":now", ms(now))
             .send()
             .await;
-        match res {
-            Ok(_) => Ok(true),
-            Err(e) => match conditional_old(&e) {
-                Some(_) => Ok(false),
-                None => Err(call_error("UpdateItem", PK, e)),
-            },
-        }
+        applied(res)
     }
 
     /// Record that P's reboot (ending its sessions) was accepted (first one kept).
@@ -746,6 +720,14 @@ impl Store {
         .await
     }
 
+    /// An UpdateItem of the primary record.
+    fn update_record(&self) -> UpdateItemFluentBuilder {
+        self.client()
+            .update_item()
+            .table_name(self.table())
+            .set_key(Some(Self::key(PK)))
+    }
+
     /// A run's compensation claims its next unfence call: `unfencing_ms`
     /// becomes `now` (wall-clock time), while `execution` still holds the
     /// transition on `expected_epoch`, never called the promotion, and no
@@ -763,10 +745,7 @@ impl Store {
         let stale = now - UNFENCE_LEASE;
         let (own, values) = own_stamps(mine);
         let res = self
-            .client()
-            .update_item()
-            .table_name(self.table())
-            .set_key(Some(Self::key(PK)))
+            .update_record()
             .update_expression("SET unfencing_ms = :now, updated_ms = :now")
             .condition_expression(format!(
                 "attribute_exists(pk) AND epoch = :e AND #t.execution = :x \
@@ -827,10 +806,7 @@ impl Store {
         }
         let (own, values) = own_stamps(mine);
         let res = self
-            .client()
-            .update_item()
-            .table_name(self.table())
-            .set_key(Some(Self::key(PK)))
+            .update_record()
             .update_expression("SET updated_ms = :now REMOVE unfencing_ms")
             .condition_expression(format!(
                 "attribute_exists(pk) AND (attribute_not_exists(unfencing_ms){own})"
@@ -839,13 +815,7 @@ impl Store {
             .expression_attribute_values(":now", ms(now))
             .send()
             .await;
-        match res {
-            Ok(_) => Ok(true),
-            Err(e) => match conditional_old(&e) {
-                Some(_) => Ok(false),
-                None => Err(call_error("UpdateItem", PK, e)),
-            },
-        }
+        applied(res)
     }
 
     async fn update_transition(
@@ -870,10 +840,7 @@ impl Store {
         unfence_live_after: Option<DateTime<Utc>>,
     ) -> Result<TransitionOutcome, StoreError> {
         let res = self
-            .client()
-            .update_item()
-            .table_name(self.table())
-            .set_key(Some(Self::key(PK)))
+            .update_record()
             .update_expression(update)
             .condition_expression(format!("attribute_exists(pk) AND {condition}"))
             .expression_attribute_names("#t", "transition")
@@ -907,11 +874,7 @@ impl Store {
         new_db: &str,
         now: DateTime<Utc>,
     ) -> Result<PromotionOutcome, StoreError> {
-        let res = self
-            .client()
-            .update_item()
-            .table_name(self.table())
-            .set_key(Some(Self::key(PK)))
+        let res = self.update_record()
             .update_expression(
                 "SET epoch = :next, #r = :r, db_instance_id = :db, previous_region = #r, \
                  last_execution = :x, last_transition = #t, \
@@ -979,6 +942,20 @@ fn own_stamps(mine: &[DateTime<Utc>]) -> (String, HashMap<String, AttributeValue
         format!(" OR unfencing_ms IN ({})", names.join(", ")),
         values,
     )
+}
+
+/// A conditional UpdateItem's result: `true` when it was applied, `false`
+/// when its condition failed.
+fn applied<O>(
+    res: Result<O, crate::aws::SdkError<UpdateItemError, aws_smithy_runtime_api::http::Response>>,
+) -> Result<bool, StoreError> {
+    match res {
+        Ok(_) => Ok(true),
+        Err(e) => match conditional_old(&e) {
+            Some(_) => Ok(false),
+            None => Err(call_error("UpdateItem", PK, e)),
+        },
+    }
 }
 
 /// For a failed conditional UpdateItem: `Some(old item)` (None when the item
