@@ -88,11 +88,6 @@ pub enum AuditError {
     /// The state store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
-    /// Too early: what this invocation needs is not there yet. Lambda
-    /// retries an asynchronous invocation that fails (about 1 and 2
-    /// minutes later).
-    #[error("{0}")]
-    NotYet(String),
 }
 
 impl Classify for AuditError {
@@ -101,7 +96,6 @@ impl Classify for AuditError {
             AuditError::Aws(e) => e.error_name(),
             AuditError::Report(e) => e.error_name(),
             AuditError::Store(e) => e.error_name(),
-            AuditError::NotYet(_) => ErrorName::Transient,
         }
     }
 }

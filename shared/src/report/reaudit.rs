@@ -105,14 +105,15 @@ pub async fn after_backup<H: ExecutionHistory + ExecutionLookup + Sync>(
             ));
         }
         // Its audit may be running now, side by side with this one (audit's
-        // concurrency is not reserved), and may have read RDS before this
-        // backup finished. Fail, so that Lambda retries the event (about 1
-        // and 2 minutes later) once that report is there.
+        // concurrency is not reserved). Leave the report to it. If it read
+        // RDS before this backup finished, the next backup's re-audit finds
+        // this one in RDS's events and fills the number in. An error here
+        // would fire the audit Errors alarm.
         None if ended_within(&status, now, OWN_AUDIT_WINDOW) => {
-            return Err(AuditError::NotYet(format!(
-                "the report of {} is not written yet, and its run ended moments ago: its own audit writes it first",
+            return skip(format!(
+                "the report of {} is not written yet, and its run ended moments ago: its own audit writes it",
                 input.incident_id
-            )));
+            ));
         }
         // Pending, unreadable, or never written (the sweep's late audit
         // would write it): write it now.
