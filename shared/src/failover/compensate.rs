@@ -348,9 +348,9 @@ const CLAIM_MARGIN: Duration = Duration::from_secs(5);
 /// first's claim. No fence begins while a claim is live. A call whose
 /// outcome is unknown (it may still land), or a claim that replaced
 /// another's lapsed one, renews the claim at the end, so that it holds a
-/// whole lease after the last call ([`renew_for_late_calls`]). RDS refuses a modify
-/// while P is `rebooting`, so such a refusal, a transient error, or a
-/// failed claim write is retried for up to [`UNFENCE_BUDGET`].
+/// whole lease after the last call ([`renew_for_late_calls`]). RDS refuses
+/// a modify while P is `rebooting`, so such a refusal, a transient error,
+/// or a failed claim write is retried for up to [`UNFENCE_BUDGET`].
 async fn unfence_under_claim<P: DbFencer + Sync>(
     store: &Store,
     p_rds: &P,
@@ -384,31 +384,34 @@ async fn unfence_under_claim<P: DbFencer + Sync>(
                 "the claim could not be written: {}",
                 crate::error::chain(&e)
             ),
-            Ok(UnfenceClaim::Claimed { took_over }) => match call_under(at, budget) {
-                None => "the claim was written too late to call under it".to_owned(),
-                Some(call_budget) => {
-                    // Another compensation's call may still land: keep
-                    // this claim for a whole lease at the end.
-                    u.unknown |= took_over;
-                    u.attempts += 1;
-                    last_call = Some(tokio::time::Instant::now());
-                    match p_rds.set_security_groups(db, previous, call_budget).await {
-                        Ok(()) => {
-                            u.result = Ok(());
-                            break;
-                        }
-                        Err(e) => {
-                            u.unknown |= e.outcome_unknown();
-                            if e.code() == Some("InvalidDBInstanceState") || e.is_transient() {
-                                crate::error::chain(&e)
-                            } else {
-                                u.result = Err(Stopped::Failed(crate::error::chain(&e)));
+            Ok(UnfenceClaim::Claimed { took_over }) => {
+                // It replaced another compensation's lapsed claim, whose
+                // call may still land: keep this claim for a whole lease
+                // at the end.
+                u.unknown |= took_over;
+                match call_under(at, budget) {
+                    None => "the claim was written too late to call under it".to_owned(),
+                    Some(call_budget) => {
+                        u.attempts += 1;
+                        last_call = Some(tokio::time::Instant::now());
+                        match p_rds.set_security_groups(db, previous, call_budget).await {
+                            Ok(()) => {
+                                u.result = Ok(());
                                 break;
+                            }
+                            Err(e) => {
+                                u.unknown |= e.outcome_unknown();
+                                if e.code() == Some("InvalidDBInstanceState") || e.is_transient() {
+                                    crate::error::chain(&e)
+                                } else {
+                                    u.result = Err(Stopped::Failed(crate::error::chain(&e)));
+                                    break;
+                                }
                             }
                         }
                     }
                 }
-            },
+            }
         };
         if started.elapsed() + UNFENCE_PAUSE >= UNFENCE_BUDGET {
             u.result = Err(Stopped::Failed(error));
