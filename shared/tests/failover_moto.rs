@@ -1225,6 +1225,41 @@ async fn a_compensation_call_that_timed_out_holds_its_claim_until_it_cannot_land
     only_one_compensated_and_the_fence_holds(&r, 5.0, 1_500).await;
 }
 
+/// Found by review: the store's claim write landed and its answer was
+/// lost, so the SDK sent the same request again. The retry's condition
+/// did not count the stamp it carried as this compensation's own, read
+/// its own claim as another's, and compensation touched nothing: P stayed
+/// fenced with nothing promoted. The stamp being written is now its own.
+#[tokio::test]
+async fn a_claim_whose_answer_was_lost_is_still_this_compensations_own() {
+    use handover::failover::compensate::{Compensation, compensate};
+    let r = run(5.0).await;
+    let before = handover_testkit::world::p_security_groups(&r.aws, &r.plan).await;
+    r.fenced("exec-1", false).await.unwrap();
+    let lost = unique("lost-claim");
+    handover_testkit::add_fault_rules(json!([{"id": lost, "mode": "lost", "count": 1,
+        "service": "dynamodb", "action": "UpdateItem", "match": "SET unfencing_ms = :now"}]))
+    .await;
+    let (p_rds, s_rds) = (r.p_rds().await, r.s_rds().await);
+    let out = compensate(
+        &r.plan,
+        &r.store,
+        "exec-1",
+        None,
+        &p_rds,
+        &s_rds,
+        Utc::now(),
+    )
+    .await;
+    handover_testkit::remove_fault_rules(&[&lost]).await;
+    assert!(matches!(out, Compensation::Released { .. }), "{out:?}");
+    assert_eq!(
+        handover_testkit::world::p_security_groups(&r.aws, &r.plan).await,
+        before,
+        "P unfenced"
+    );
+}
+
 /// Found by review: a fence that found P mid-change (an unfence being
 /// applied: the deny-all group beside P's own) recorded the deny-all group
 /// as one of P's, and failback would have restored it. It is never P's own.
