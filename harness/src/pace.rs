@@ -320,10 +320,8 @@ impl Pace {
         sw.poll_s = s("switchover.poll_s");
         sw.settle_s = s("switchover.settle_s").max(sw.poll_s);
         sw.timeout_s = s("switchover.timeout_s").max(sw.settle_s + sw.poll_s);
-        // The lease must cover the longest run, whose margin for the tasks
-        // (Lambda timeouts) is not scaled: never shorter than that run.
-        let longest = plan.timings.worst_case_run_s() + plan.fence.confirm_s;
-        plan.timings.lock_lease_s = plan.timings.lock_lease_s.max(longest);
+        // The lease taken covers the longest run by itself
+        // (`Plan::failover_lease_s`): its tasks' timeouts are not scaled.
     }
 
     /// One line for the drill's log and summary.

@@ -47,6 +47,7 @@ fn no_choice_reads_model_output() {
             "$.fence.may_proceed",
             "$.promotion.status",
             "$.promotion.polls",
+            "$.promotion.past_budget",
             "$.plan.timings.promotion_max_polls",
             // A planned switchover: the run's kind, readiness's fail count,
             // the fence's outcome and the catch-up's status.
@@ -211,6 +212,98 @@ fn every_task_retries_a_dead_or_timed_out_function() {
     }
 }
 
+/// A retrier's `MaxAttempts`, with the language's default of 3.
+fn retrier_attempts(r: &Value) -> u64 {
+    r["MaxAttempts"].as_u64().unwrap_or(3)
+}
+
+/// The longest a retrier waits between attempts, summed: each wait is
+/// `IntervalSeconds x BackoffRate^n`, capped at `MaxDelaySeconds`, with the
+/// language's defaults of 1 s and 2.0 (Amazon States Language, "Retrying
+/// after an error").
+fn retrier_waits_s(r: &Value) -> f64 {
+    let mut wait = r["IntervalSeconds"].as_f64().unwrap_or(1.0);
+    let cap = r["MaxDelaySeconds"].as_f64().unwrap_or(f64::MAX);
+    let mut total = 0.0;
+    for _ in 0..retrier_attempts(r) {
+        total += wait.min(cap);
+        wait *= r["BackoffRate"].as_f64().unwrap_or(2.0);
+    }
+    total
+}
+
+/// The lock's lease counts each task retried to its limit
+/// (`handover::plan::run_bound`), from figures copied out of this
+/// definition. A task added, or a timeout or retrier changed here and not
+/// there, fails.
+#[test]
+fn the_lease_counts_every_task_as_the_state_machine_retries_it() {
+    use handover::plan::run_bound::{APPROVAL, TASKS};
+    let all = states();
+    for b in TASKS.iter().chain([&APPROVAL]) {
+        let s = &all[b.state];
+        let retriers = s["Retry"].as_array().expect(b.state);
+        let retries: u64 = retriers.iter().map(retrier_attempts).sum();
+        let waits: f64 = retriers.iter().map(retrier_waits_s).sum();
+        assert_eq!(
+            (retries, waits.ceil() as u64),
+            (b.retries, b.backoff_s),
+            "{}: retries and waits",
+            b.state
+        );
+        let timeout = if b.state == APPROVAL.state {
+            assert_eq!(s["TimeoutSecondsPath"], "$.plan.timings.approval_timeout_s");
+            0
+        } else {
+            s["TimeoutSeconds"].as_u64().expect(b.state)
+        };
+        assert_eq!(timeout, b.timeout_s, "{}: TimeoutSeconds", b.state);
+    }
+    let tasks: std::collections::BTreeSet<&str> = all
+        .iter()
+        .filter(|(_, s)| s["Type"] == "Task")
+        .map(|(n, _)| n.as_str())
+        .collect();
+    let bounded = TASKS.iter().chain([&APPROVAL]).map(|b| b.state).collect();
+    assert_eq!(tasks, bounded, "every task state is counted once");
+    // The loops wait what the bound counts.
+    assert_eq!(
+        all["WaitPromotion"]["SecondsPath"],
+        "$.plan.timings.promotion_poll_s"
+    );
+    assert_eq!(all["WaitCatchUp"]["SecondsPath"], "$.catch_up.poll_s");
+}
+
+/// A failed approval attempt is the approval function failing: it ends
+/// within that function's Timeout and Lambda's 10 s init limit.
+#[test]
+fn a_failed_approval_attempt_is_bounded_by_the_approval_function() {
+    let template = handover_testkit::triggers::expanded_template();
+    let timeout = template["Resources"]["ApprovalFunction"]["Properties"]["Timeout"]
+        .as_u64()
+        .expect("ApprovalFunction's Timeout");
+    assert_eq!(
+        handover::plan::run_bound::APPROVAL_FAILED_ATTEMPT_S,
+        timeout + 10
+    );
+}
+
+/// The promotion loop also stops at a poll that ends past the budget, so
+/// slow polls and their retries never stretch the run past its lease.
+#[test]
+fn promotion_stops_polling_past_its_budget() {
+    let all = states();
+    let rules = all["PromotionChoice"]["Choices"].as_array().unwrap();
+    assert!(
+        rules
+            .iter()
+            .any(|r| r["Variable"] == "$.promotion.past_budget"
+                && r["BooleanEquals"] == true
+                && r["Next"] == "PromotionStuck"),
+        "{rules:?}"
+    );
+}
+
 /// Throttling of S's RDS after the fence lasted about 40 s in the field
 /// (issue 34); four attempts from 2 s were spent in 15 to 30 s, the run
 /// failed and P was unfenced. The waits between the attempts of the steps
@@ -220,12 +313,7 @@ fn the_steps_after_the_fence_retry_for_minutes() {
     let all = states();
     for name in AFTER_THE_FENCE {
         let r = transient_retrier(&all[name]).expect(name);
-        let (mut wait, mut total) = (r["IntervalSeconds"].as_f64().unwrap(), 0.0);
-        let cap = r["MaxDelaySeconds"].as_f64().unwrap_or(f64::MAX);
-        for _ in 0..r["MaxAttempts"].as_u64().unwrap() {
-            total += wait.min(cap);
-            wait *= r["BackoffRate"].as_f64().unwrap();
-        }
+        let total = retrier_waits_s(r);
         assert!(total >= 180.0, "{name}: {total} s of waits between retries");
     }
 }

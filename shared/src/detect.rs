@@ -411,7 +411,7 @@ impl<E: EndpointProbe, H: HealthChecks, A: Alarms, S: ExecutionStarter> Detector
         let t0 = run.t0.unwrap_or(tick);
         let incident = incident_id(&plan.service, &region, t0);
         let lease = chrono::Duration::seconds(
-            i64::try_from(plan.timings.lock_lease_s).unwrap_or(i64::MAX / 2),
+            i64::try_from(plan.failover_lease_s()).unwrap_or(i64::MAX / 2),
         );
         let lock = self
             .store

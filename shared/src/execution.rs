@@ -522,6 +522,13 @@ pub struct PromotionResult {
     /// Status polls so far.
     #[serde(default)]
     pub polls: u32,
+    /// The promotion was still under way when its budget
+    /// (`promotion_poll_s x promotion_max_polls` from the call) had passed.
+    /// The state machine then stops polling, however few polls ran: slow
+    /// polls and their retries never stretch the run past what the lock's
+    /// lease counts.
+    #[serde(default)]
+    pub past_budget: bool,
     /// Instance status seen last.
     pub db_status: String,
 }

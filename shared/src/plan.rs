@@ -555,7 +555,8 @@ pub struct Timings {
     /// Deadline for verify's checks, seconds.
     #[serde(default = "defaults::default_verify_deadline")]
     pub verify_deadline_s: u64,
-    /// Lease of the failover lock, seconds.
+    /// Least lease of the failover lock, seconds. The lease taken is never
+    /// shorter than the longest run ([`Plan::failover_lease_s`]).
     #[serde(default = "defaults::default_lease")]
     pub lock_lease_s: u64,
     /// Quiet period after a run before another may start, seconds.
@@ -670,17 +671,11 @@ pub struct Explain {
     pub timeout_ms: u64,
 }
 
-/// Time a run spends in its tasks besides the waits the plan sets.
-pub const RUN_MARGIN_S: u64 = 300;
 /// The state machine's `TimeoutSeconds` (statemachine.asl.json): two days.
 pub const MAX_RUN_S: u64 = 2 * 24 * 60 * 60;
 /// The longest a planned switchover's catch-up may wait: P takes no writes
 /// meanwhile.
 pub const MAX_CATCH_UP_S: u64 = 900;
-/// What a planned switchover spends in its readiness gate (the Readiness
-/// task's 130 s, up to five attempts, and about 300 s of waiting out a
-/// throttle) and its last catch-up reading (60 s), besides the waits.
-pub const SWITCHOVER_MARGIN_S: u64 = 5 * 130 + 300 + 60;
 /// verify runs in one Lambda invocation (Timeout 900 s) with time to report.
 pub const MAX_VERIFY_DEADLINE_S: u64 = 840;
 /// One AWS call's budget inside a step whose Lambda timeout is 60 s.
@@ -690,31 +685,37 @@ pub const MAX_CALL_TIMEOUT_MS: u64 = 20_000;
 pub const MAX_DNS_SYNC_S: u64 = 90;
 
 impl Plan {
+    /// The lock lease a failover takes: the plan's lease, or the longest
+    /// failover run ([`run_bound::failover_run_s`]) when that is longer.
+    pub fn failover_lease_s(&self) -> u64 {
+        self.timings
+            .lock_lease_s
+            .max(run_bound::failover_run_s(&self.timings))
+    }
+
     /// The lock lease a planned switchover takes: the plan's lease, or the
-    /// longest switchover run (a failover's longest, the catch-up's bound and
-    /// [`SWITCHOVER_MARGIN_S`]) when that is longer.
+    /// longest switchover run ([`run_bound::switchover_run_s`]) when that
+    /// is longer.
     pub fn switchover_lease_s(&self) -> u64 {
-        let worst = self
-            .timings
-            .worst_case_run_s()
-            .saturating_add(self.fence.confirm_s)
-            .saturating_add(self.switchover.timeout_s)
-            .saturating_add(SWITCHOVER_MARGIN_S);
-        self.timings.lock_lease_s.max(worst)
+        self.timings
+            .lock_lease_s
+            .max(run_bound::switchover_run_s(self))
     }
 }
 
 impl Timings {
-    /// The longest a run can take: the approval wait, every promotion poll,
-    /// verify's deadline, and [`RUN_MARGIN_S`] for the tasks themselves.
-    pub fn worst_case_run_s(&self) -> u64 {
-        self.approval_timeout_s
-            .saturating_add(
-                self.promotion_poll_s
-                    .saturating_mul(u64::from(self.promotion_max_polls)),
-            )
-            .saturating_add(self.verify_deadline_s)
-            .saturating_add(RUN_MARGIN_S)
+    /// How long promotion may take from its call before the run stops
+    /// polling: `promotion_poll_s x promotion_max_polls`.
+    pub fn promotion_budget_s(&self) -> u64 {
+        self.promotion_poll_s
+            .saturating_mul(u64::from(self.promotion_max_polls))
+    }
+
+    /// [`Self::promotion_budget_s`] as a span of time.
+    pub fn promotion_budget(&self) -> chrono::Duration {
+        chrono::Duration::seconds(
+            i64::try_from(self.promotion_budget_s()).unwrap_or(i64::MAX / 1000),
+        )
     }
 }
 
@@ -913,6 +914,7 @@ fn strip_position(msg: &str) -> String {
 mod defaults;
 mod jsonc;
 mod reverse;
+pub mod run_bound;
 mod validate;
 
 pub use jsonc::strip_comments;

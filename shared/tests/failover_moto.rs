@@ -348,6 +348,58 @@ async fn a_retried_promote_after_success_calls_nothing_twice() {
     assert_eq!(r.store.primary().await.unwrap().unwrap().epoch, 2);
 }
 
+/// A promotion still under way after its budget from the call stops the
+/// polling, however few polls ran: slow polls and their retries never
+/// stretch the run past the lock's lease (issue 35).
+#[tokio::test]
+async fn a_promotion_still_under_way_past_its_budget_stops_the_polls() {
+    let r = run(5.0).await;
+    let mut state = r.fenced("exec-a", false).await.unwrap();
+    let first = r.start(&state, "exec-a").await.unwrap();
+    state
+        .steps
+        .insert("promotion".into(), serde_json::to_value(&first).unwrap());
+    let end = first.promote_started_at + r.plan.timings.promotion_budget();
+    let just_before = end - chrono::Duration::seconds(1);
+    let before = status(&state, "exec-a", &r.store, &StillPromoting, || just_before)
+        .await
+        .unwrap();
+    assert_eq!(before.status, PromotionStatus::Promoting);
+    assert!(!before.past_budget, "inside the budget it polls on");
+    let after = status(&state, "exec-a", &r.store, &StillPromoting, || end)
+        .await
+        .unwrap();
+    assert_eq!((after.status, after.polls), (PromotionStatus::Promoting, 1));
+    assert!(after.past_budget, "past the budget after one poll");
+}
+
+/// A promoter whose database is still promoting.
+struct StillPromoting;
+
+impl handover::failover::promote::ReplicaPromoter for StillPromoting {
+    async fn ready(
+        &self,
+        _: std::time::Duration,
+    ) -> Result<Result<(), String>, handover::adapters::AwsError> {
+        unreachable!("status never checks readiness")
+    }
+    async fn promote(&self, _: std::time::Duration) -> Result<(), handover::adapters::AwsError> {
+        unreachable!("status never promotes")
+    }
+    async fn progress(
+        &self,
+        _: std::time::Duration,
+    ) -> Result<handover::failover::promote::PromotionProgress, handover::adapters::AwsError> {
+        Ok(handover::failover::promote::PromotionProgress {
+            complete: false,
+            status: "modifying".into(),
+        })
+    }
+    async fn started(&self, _: std::time::Duration) -> Result<bool, handover::adapters::AwsError> {
+        unreachable!("status never asks")
+    }
+}
+
 /// Issue 12, scenario 3: PromoteReadReplica accepted but its answer lost
 /// (a timeout, a reset, the process killed) after the claim. The retry must
 /// see the replica already promoting and poll it, not fail on a replica that

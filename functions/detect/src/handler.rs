@@ -258,6 +258,16 @@ mod tests {
         assert_eq!(input["evidence"][0]["failed"], true);
         // The input is a valid execution document for the next steps.
         let _: handover::execution::ExecutionInput = serde_json::from_value(input).unwrap();
+        // The lease outlives the longest run, every retry counted: longer
+        // than the plan's own 7200 s.
+        let lease = w.plan.failover_lease_s();
+        assert!(lease > w.plan.timings.lock_lease_s);
+        let lock = w.deps.store.lock_state().await.unwrap().unwrap();
+        let left = (lock.lease_until.unwrap() - Utc::now()).num_seconds();
+        assert!(
+            (lease as i64 - 60..=lease as i64).contains(&left),
+            "{left} s of lease left, against {lease} s"
+        );
     }
 
     #[tokio::test]

@@ -694,6 +694,7 @@ fn promoting(
         duration_s: None,
         epoch: None,
         polls: 0,
+        past_budget: false,
         db_status: status,
     }
 }
@@ -721,6 +722,7 @@ pub async fn status<P: ReplicaPromoter>(
     let progress = promoter.progress(budget).await?;
     result.db_status = progress.status.clone();
     if !progress.complete {
+        result.past_budget = now() - result.promote_started_at >= plan.timings.promotion_budget();
         return Ok(result);
     }
     let s = &plan.regions.standby;

@@ -157,21 +157,44 @@ fn the_dns_sync_wait_fits_switchs_lambda() {
     );
 }
 
-/// Issue 12, scenario 9: a lease shorter than the run lets a second
-/// execution start beside a live one.
+/// Issue 12, scenario 9, and issue 35: a lease shorter than the run lets a
+/// second execution start beside a live one. The lease counts every task
+/// retried to its limit; the plan's `lock_lease_s` is only its floor.
 #[test]
-fn the_lock_lease_must_outlive_the_longest_run_and_the_steps_fit_their_lambdas() {
-    let err = err_of(with("timings.approval_timeout_s", json!(7200)));
+fn the_lock_lease_outlives_the_longest_run_with_every_retry() {
+    let plan = Plan::from_value(example()).unwrap();
+    // Diagnose 630 (five attempts of 120 s and 30 s of waits), the approval
+    // 1210 (900 s, four failed attempts of 70 s, 30 s), Recheck 630, Fence
+    // 1680, Promote 1530, the polls 3360 (the 1800 s budget, one 30 s pause,
+    // one poll at its worst, 1530 s), FirstWrite 41, Switch 680, Verify 4580.
+    assert_eq!(run_bound::failover_run_s(&plan.timings), 14_341);
+    assert_eq!(
+        plan.failover_lease_s(),
+        14_341,
+        "the plan's 7200 s is a floor"
+    );
+    // Readiness 2558 (17 attempts of 130 s, 348 s of waits); the catch-up
+    // 782 (a reading at its worst each side of the 120 s timeout and a 2 s pause).
+    assert_eq!(plan.switchover_lease_s(), 14_341 + 2_558 + 782);
+    let floor = Plan::from_value(with("timings.lock_lease_s", json!(20_000))).unwrap();
+    assert_eq!(floor.failover_lease_s(), 20_000);
+    // An approval attempt never fails later than the approval itself ends.
+    let quick = Plan::from_value(with("timings.approval_timeout_s", json!(30))).unwrap();
+    assert_eq!(
+        run_bound::failover_run_s(&quick.timings),
+        14_341 - 1_210 + (30 + 4 * 30 + 30)
+    );
+    // One poll counts as one poll, not as the budget and a poll more.
+    let one = Plan::from_value(with("timings.promotion_max_polls", json!(1))).unwrap();
+    assert_eq!(
+        run_bound::failover_run_s(&one.timings),
+        14_341 - 3_360 + (30 + 1_530)
+    );
+    let err = err_of(with("timings.promotion_max_polls", json!(200_000)));
     assert!(
-        err.starts_with("plan.timings.lock_lease_s: must be at least the longest run, 9780 s"),
+        err.starts_with("plan.timings: the longest run, every task retried to its limit, is "),
         "{err}"
     );
-    // The example's fence waits up to 180 s for RDS: part of the longest run.
-    let mut v = with("timings.approval_timeout_s", json!(7200));
-    v["timings"]["lock_lease_s"] = json!(9779);
-    assert!(err_of(v.clone()).contains("fence.confirm_s"));
-    v["timings"]["lock_lease_s"] = json!(9780);
-    Plan::from_value(v).unwrap();
     let mut v = with("fence.confirm_s", json!(241));
     assert_eq!(
         err_of(v.clone()),

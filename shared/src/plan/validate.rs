@@ -371,13 +371,6 @@ impl Plan {
                 "must be at most 86400 (a day)",
             );
         }
-        // The lock must outlive the run it guards, or a second execution can
-        // start beside a live one; the state machine's own TimeoutSeconds
-        // must outlive it too, or a healthy run is cut off.
-        // The fence may wait confirm_s for RDS on top of the timings' waits.
-        // A planned switchover also waits up to switchover.timeout_s for S
-        // to catch up: its lock lease is longer by that much
-        // ([`Plan::switchover_lease_s`]).
         let sw = &self.switchover;
         if sw.poll_s == 0 {
             return bad("switchover.poll_s", "must be at least 1");
@@ -402,20 +395,15 @@ impl Plan {
                 &format!("must be at most {MAX_CATCH_UP_S} s: P takes no writes while it waits"),
             );
         }
-        let worst = t.worst_case_run_s() + self.fence.confirm_s;
-        if t.lock_lease_s < worst {
-            return bad(
-                "timings.lock_lease_s",
-                &format!(
-                    "must be at least the longest run, {worst} s (approval_timeout_s + promotion_poll_s x promotion_max_polls + verify_deadline_s + fence.confirm_s + {RUN_MARGIN_S} s for the tasks)"
-                ),
-            );
-        }
+        // The state machine's own TimeoutSeconds must outlive the longest
+        // run, or a healthy run is cut off. (The lock's lease counts it
+        // itself: [`Plan::failover_lease_s`].)
+        let worst = run_bound::switchover_run_s(self);
         if worst > MAX_RUN_S {
             return bad(
                 "timings",
                 &format!(
-                    "the longest run is {worst} s, more than the state machine's TimeoutSeconds ({MAX_RUN_S} s)"
+                    "the longest run, every task retried to its limit, is {worst} s, more than the state machine's TimeoutSeconds ({MAX_RUN_S} s)"
                 ),
             );
         }
