@@ -67,6 +67,12 @@ impl ExecutionStatusChange {
         )
     }
 
+    /// When the execution stopped, if the event says.
+    pub fn stopped_at(&self) -> Option<DateTime<Utc>> {
+        self.stop_date
+            .and_then(DateTime::<Utc>::from_timestamp_millis)
+    }
+
     /// The Region in the execution ARN (`arn:aws:states:<region>:…`).
     pub fn region(&self) -> Option<&str> {
         self.execution_arn
@@ -436,13 +442,7 @@ pub async fn audit_for<H: ExecutionHistory>(
     // before the promotion, or complete what it did after (see
     // failover::compensate). This runs for TIMED_OUT and ABORTED too; the
     // undoing waits while a task the run started may still act.
-    let acting_until = crate::failover::compensate::acting_until(
-        &facts,
-        event
-            .stop_date
-            .and_then(DateTime::<Utc>::from_timestamp_millis),
-        now,
-    );
+    let acting_until = crate::failover::compensate::acting_until(&facts, event.stopped_at(), now);
     let compensation = crate::failover::compensate::compensate(
         plan,
         &deps.store,

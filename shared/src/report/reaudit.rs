@@ -135,7 +135,6 @@ fn ended_within(
     window: chrono::Duration,
 ) -> bool {
     status
-        .stop_date
-        .and_then(DateTime::<Utc>::from_timestamp_millis)
+        .stopped_at()
         .is_some_and(|stopped| now - stopped < window)
 }

@@ -83,13 +83,8 @@ pub async fn sweep<S: ExecutionHistory + ExecutionLookup>(
             // started could still act: the same reading of its history.
             let facts =
                 super::sources::fold_history(sfn, &t.execution, super::sources::PAGE_SIZE).await?;
-            let acting_until = crate::failover::compensate::acting_until(
-                &facts,
-                status
-                    .stop_date
-                    .and_then(DateTime::<Utc>::from_timestamp_millis),
-                now,
-            );
+            let acting_until =
+                crate::failover::compensate::acting_until(&facts, status.stopped_at(), now);
             let (p_rds, s_rds) = (
                 crate::adapters::Rds::new(&deps.aws, &plan.regions.primary.region).await,
                 crate::adapters::Rds::new(&deps.aws, &plan.regions.standby.region).await,
@@ -251,9 +246,6 @@ async fn ended<S: ExecutionLookup>(sfn: &S, arn: &str) -> Result<Ended, AuditErr
     if !status.is_terminal() {
         return Ok(Ended::Running);
     }
-    let stopped = status
-        .stop_date
-        .and_then(DateTime::<Utc>::from_timestamp_millis)
-        .unwrap_or(DateTime::<Utc>::MIN_UTC);
+    let stopped = status.stopped_at().unwrap_or(DateTime::<Utc>::MIN_UTC);
     Ok(Ended::Since(stopped, Box::new(status)))
 }
