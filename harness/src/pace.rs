@@ -15,9 +15,9 @@
 //! - an API call's own latency and the plan's per-call budgets
 //!   (`call_timeout_ms`, `fence.timeout_ms`): the world does not model call
 //!   latency, and a budget below the emulator's latency would only fail;
-//! - the code's fixed safety bounds (the lock lease's margin for the tasks,
-//!   the sweep's claim): they bound Lambda timeouts, which are not modelled
-//!   either. The lease grows to cover the longest run when it must.
+//! - the code's fixed safety bounds (the task timeouts and retries the lock
+//!   lease counts, the sweep's claim): they bound Lambda timeouts, which
+//!   are not modelled either.
 
 use anyhow::{Result, bail};
 use handover::plan::Plan;

@@ -288,18 +288,103 @@ fn a_failed_approval_attempt_is_bounded_by_the_approval_function() {
     );
 }
 
+/// Where a state may go next: `Next`, `Default`, each Choice rule's and
+/// each Catch's.
+fn successors(s: &Value) -> Vec<String> {
+    let mut out: Vec<String> = [&s["Next"], &s["Default"]]
+        .into_iter()
+        .filter_map(|v| v.as_str().map(str::to_owned))
+        .collect();
+    for list in ["Choices", "Catch"] {
+        for r in s[list].as_array().into_iter().flatten() {
+            out.extend(r["Next"].as_str().map(str::to_owned));
+        }
+    }
+    out
+}
+
+/// The lease's bound holds only for the shape it counts: tasks, choices,
+/// two waits, and no way back to an earlier state but the two polling
+/// loops. A Parallel or Map branch, another Wait, or a new loop (a retry
+/// edge from a Catch, say) fails here until the bound counts it.
+#[test]
+fn the_only_loops_are_the_two_the_lease_counts() {
+    let all = states();
+    let mut waits = Vec::new();
+    for (name, s) in &all {
+        let kind = s["Type"].as_str().unwrap_or_default();
+        assert!(
+            ["Task", "Choice", "Wait", "Pass", "Succeed", "Fail"].contains(&kind),
+            "{name}: a {kind} state is not counted in the lease"
+        );
+        if kind == "Wait" {
+            waits.push(name.as_str());
+        }
+    }
+    assert_eq!(waits, ["WaitCatchUp", "WaitPromotion"]);
+    // Without the two loops' way back, the graph has no cycle: Kahn's sort
+    // reaches every state.
+    let edges: Vec<(String, String)> = all
+        .iter()
+        .filter(|(name, _)| !waits.contains(&name.as_str()))
+        .flat_map(|(name, s)| successors(s).into_iter().map(|n| (name.clone(), n)))
+        .collect();
+    let mut indegree: std::collections::BTreeMap<&str, usize> =
+        all.keys().map(|k| (k.as_str(), 0)).collect();
+    for (_, to) in &edges {
+        *indegree.get_mut(to.as_str()).expect(to) += 1;
+    }
+    let mut ready: Vec<&str> = indegree
+        .iter()
+        .filter(|(_, d)| **d == 0)
+        .map(|(k, _)| *k)
+        .collect();
+    let mut sorted = 0;
+    while let Some(n) = ready.pop() {
+        sorted += 1;
+        for (_, to) in edges.iter().filter(|(from, _)| from == n) {
+            let d = indegree.get_mut(to.as_str()).unwrap();
+            *d -= 1;
+            if *d == 0 {
+                ready.push(to.as_str());
+            }
+        }
+    }
+    assert_eq!(sorted, all.len(), "a loop other than the two polling loops");
+    // The loops go back only to the task they poll.
+    assert_eq!(successors(&all["WaitPromotion"]), ["PromotionStatus"]);
+    assert_eq!(successors(&all["WaitCatchUp"]), ["CatchUp"]);
+}
+
+/// The lease counts audit's compensation, which ends the run's hold on
+/// the lock, at audit's own Lambda timeout.
+#[test]
+fn the_lease_counts_audit_at_its_timeout() {
+    let template = handover_testkit::triggers::expanded_template();
+    let timeout = template["Resources"]["AuditFunction"]["Properties"]["Timeout"]
+        .as_u64()
+        .expect("AuditFunction's Timeout");
+    assert_eq!(handover::plan::run_bound::AUDIT_TIMEOUT_S, timeout);
+}
+
 /// The promotion loop also stops at a poll that ends past the budget, so
-/// slow polls and their retries never stretch the run past its lease.
+/// slow polls and their retries never stretch the run past its lease. The
+/// rule first asks whether the field is there: a Choice that reads a
+/// missing path fails the run with `States.Runtime`, which no Catch
+/// handles, and a promote function older than the definition (a rollback
+/// mid-incident) returns no such field.
 #[test]
 fn promotion_stops_polling_past_its_budget() {
     let all = states();
     let rules = all["PromotionChoice"]["Choices"].as_array().unwrap();
+    let guarded = serde_json::json!([
+        { "Variable": "$.promotion.past_budget", "IsPresent": true },
+        { "Variable": "$.promotion.past_budget", "BooleanEquals": true }
+    ]);
     assert!(
         rules
             .iter()
-            .any(|r| r["Variable"] == "$.promotion.past_budget"
-                && r["BooleanEquals"] == true
-                && r["Next"] == "PromotionStuck"),
+            .any(|r| r["And"] == guarded && r["Next"] == "PromotionStuck"),
         "{rules:?}"
     );
 }

@@ -301,6 +301,13 @@ pub struct Detector<'a, E, H, A, S> {
     pub public: Option<&'a crate::public::PublicName<'a, crate::adapters::traffic::Route53Control>>,
 }
 
+/// The lease detect takes before it starts the run. It covers detect's own
+/// tick (its Lambda `Timeout` is 50 s, infra/template.yaml) and the ticks
+/// that retry a start that failed. Once the run has started, the lease
+/// counts the whole run ([`Plan::failover_lease_s`]). A lock whose run
+/// never started frees itself within this.
+pub const START_LEASE: chrono::Duration = chrono::Duration::minutes(10);
+
 /// How long after an execution closed detect waits for its audit before
 /// taking the incident as stale (the audit's reads, report and Slack post
 /// take well under this).
@@ -410,16 +417,14 @@ impl<E: EndpointProbe, H: HealthChecks, A: Alarms, S: ExecutionStarter> Detector
         };
         let t0 = run.t0.unwrap_or(tick);
         let incident = incident_id(&plan.service, &region, t0);
-        let lease = chrono::Duration::seconds(
-            i64::try_from(plan.failover_lease_s()).unwrap_or(i64::MAX / 2),
-        );
+        let lease = crate::plan::span_s(plan.failover_lease_s());
         let lock = self
             .store
             .acquire_lock(
                 &incident,
                 &self.starter.execution_arn(&incident),
                 now,
-                lease,
+                START_LEASE,
             )
             .await?;
         match &lock {
@@ -465,6 +470,7 @@ impl<E: EndpointProbe, H: HealthChecks, A: Alarms, S: ExecutionStarter> Detector
         {
             StartOutcome::Started { execution_arn } => {
                 info!(incident, execution = %execution_arn, %t0, "failover execution started");
+                self.renew_from_the_start(&incident, lease).await;
                 Ok(TickReport::Started {
                     incident_id: incident,
                     execution_arn,
@@ -500,12 +506,39 @@ impl<E: EndpointProbe, H: HealthChecks, A: Alarms, S: ExecutionStarter> Detector
                     }
                     _ => {
                         info!(incident, "execution already exists for this incident");
+                        if status.as_deref() == Some("RUNNING") {
+                            self.renew_from_the_start(&incident, lease).await;
+                        }
                         Ok(TickReport::AlreadyRunning {
                             incident_id: incident,
                         })
                     }
                 }
             }
+        }
+    }
+}
+
+impl<E: EndpointProbe, H: HealthChecks, A: Alarms, S: ExecutionStarter> Detector<'_, E, H, A, S> {
+    /// The lock was taken for [`START_LEASE`] only, perhaps ticks before
+    /// when earlier starts failed. Once the run exists, the lease counts the
+    /// whole run from now. A renewal that fails leaves the short lease: the
+    /// run goes on, the next tick that finds it running renews again, and
+    /// an operator is told.
+    async fn renew_from_the_start(&self, incident: &str, lease: chrono::Duration) {
+        match self.store.renew_lock(incident, Utc::now(), lease).await {
+            Ok(true) => {}
+            Ok(false) => error!(
+                incident,
+                alert = true,
+                "the execution started but this incident no longer holds the lock"
+            ),
+            Err(e) => warn!(
+                incident,
+                alert = true,
+                error = %crate::error::chain(&e),
+                "the lock's lease could not be renewed from the start: it runs from the tick that took it"
+            ),
         }
     }
 }

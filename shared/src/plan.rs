@@ -684,6 +684,16 @@ pub const MAX_CALL_TIMEOUT_MS: u64 = 20_000;
 /// its other calls need the rest.
 pub const MAX_DNS_SYNC_S: u64 = 90;
 
+/// `s` seconds as a span of time, at most [`MAX_SPAN_S`]. A plan inside an
+/// execution's input is not validated again; a larger span would overflow
+/// the date it is added to.
+pub fn span_s(s: u64) -> chrono::Duration {
+    chrono::Duration::seconds(i64::try_from(s.min(MAX_SPAN_S)).unwrap_or(0))
+}
+
+/// The longest span [`span_s`] gives: about a hundred years.
+pub const MAX_SPAN_S: u64 = 100 * 365 * 24 * 60 * 60;
+
 impl Plan {
     /// The lock lease a failover takes: the plan's lease, or the longest
     /// failover run ([`run_bound::failover_run_s`]) when that is longer.
@@ -713,9 +723,7 @@ impl Timings {
 
     /// [`Self::promotion_budget_s`] as a span of time.
     pub fn promotion_budget(&self) -> chrono::Duration {
-        chrono::Duration::seconds(
-            i64::try_from(self.promotion_budget_s()).unwrap_or(i64::MAX / 1000),
-        )
+        span_s(self.promotion_budget_s())
     }
 }
 

@@ -270,6 +270,60 @@ mod tests {
         );
     }
 
+    /// Issue 35: the lock is taken before the start, perhaps ticks before
+    /// when earlier starts failed. Once the run exists, the lease counts
+    /// the whole run from then.
+    #[tokio::test]
+    async fn the_lease_counts_from_the_start_not_from_the_tick_that_took_it() {
+        let mut w = world().await;
+        let taken = Utc::now() - Duration::minutes(5);
+        w.deps.clock = Box::new(handover::clock::FixedClock(taken));
+        w.p_down().await;
+        for m in 0..3 {
+            w.tick(minute(m)).await;
+        }
+        assert_eq!(w.executions().await.len(), 1);
+        let lease = w.plan.failover_lease_s() as i64;
+        let lock = w.deps.store.lock_state().await.unwrap().unwrap();
+        let left = (lock.lease_until.unwrap() - Utc::now()).num_seconds();
+        assert!(
+            (lease - 60..=lease).contains(&left),
+            "{left} s of lease left after the start, against {lease} s"
+        );
+    }
+
+    /// A start that fails leaves the lock for minutes, not for a run's
+    /// hours: the lock of a run that never started frees itself.
+    #[tokio::test]
+    async fn a_failed_start_holds_the_lock_only_for_the_start_lease() {
+        let mut w = world().await;
+        let missing = w
+            .state_machine
+            .replace(":stateMachine:", ":stateMachine:gone-");
+        w.deps.sfn = Sfn::new(&w.aws, "ap-northeast-1", &missing).await;
+        w.p_down().await;
+        for m in 0..2 {
+            w.tick(minute(m)).await;
+        }
+        let event = handover_testkit::triggers::scheduled_payload(
+            "DetectFunction",
+            "ap-northeast-1",
+            minute(2),
+        );
+        let err = handler(event, &w.deps).await.unwrap_err();
+        assert!(
+            err.to_string().contains("StateMachineDoesNotExist"),
+            "{err}"
+        );
+        let lock = w.deps.store.lock_state().await.unwrap().unwrap();
+        let left = (lock.lease_until.unwrap() - Utc::now()).num_seconds();
+        let start = handover::detect::START_LEASE.num_seconds();
+        assert!(
+            (start - 60..=start).contains(&left),
+            "{left} s of lease left after a failed start, against {start} s"
+        );
+    }
+
     #[tokio::test]
     async fn a_fourth_tick_and_a_retried_tick_start_no_second_execution() {
         let w = world().await;

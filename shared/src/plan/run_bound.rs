@@ -86,6 +86,15 @@ pub const APPROVAL: TaskBound = task("RequestApproval", 0, 4, 30);
 /// rejection (`Handover.Rejected`) and `States.Timeout` are not.
 pub const APPROVAL_FAILED_ATTEMPT_S: u64 = 60 + 10;
 
+/// What a run holds the lock for outside its tasks' timeouts: Step
+/// Functions' moves between states (300 s, a margin: AWS publishes no
+/// bound), and audit's compensation after the run ends, which releases the
+/// lock (audit's `Timeout`, 300 s, infra/template.yaml).
+pub const OUTSIDE_THE_TASKS_S: u64 = 300 + AUDIT_TIMEOUT_S;
+
+/// The audit function's `Timeout` (infra/template.yaml).
+pub const AUDIT_TIMEOUT_S: u64 = 300;
+
 /// The approval wait: one attempt waits the whole timeout; each retried
 /// attempt failed in the approval function first.
 fn approval_s(t: &Timings) -> u64 {
@@ -122,9 +131,11 @@ fn after_the_fence_s(t: &Timings) -> u64 {
 }
 
 /// The longest failover run: Diagnose, the approval, Recheck, Fence, then
-/// promotion, the first write, Switch and Verify, each retried to its limit.
+/// promotion, the first write, Switch and Verify, each retried to its
+/// limit, and the time outside the tasks.
 pub fn failover_run_s(t: &Timings) -> u64 {
     [
+        OUTSIDE_THE_TASKS_S,
         DIAGNOSE.worst_s(),
         approval_s(t),
         RECHECK.worst_s(),

@@ -166,29 +166,37 @@ fn the_lock_lease_outlives_the_longest_run_with_every_retry() {
     // Diagnose 630 (five attempts of 120 s and 30 s of waits), the approval
     // 1210 (900 s, four failed attempts of 70 s, 30 s), Recheck 630, Fence
     // 1680, Promote 1530, the polls 3360 (the 1800 s budget, one 30 s pause,
-    // one poll at its worst, 1530 s), FirstWrite 41, Switch 680, Verify 4580.
-    assert_eq!(run_bound::failover_run_s(&plan.timings), 14_341);
+    // one poll at its worst, 1530 s), FirstWrite 41, Switch 680, Verify 4580,
+    // and 600 s outside the tasks (moves between states, audit).
+    assert_eq!(run_bound::failover_run_s(&plan.timings), 14_941);
     assert_eq!(
         plan.failover_lease_s(),
-        14_341,
+        14_941,
         "the plan's 7200 s is a floor"
     );
     // Readiness 2558 (17 attempts of 130 s, 348 s of waits); the catch-up
     // 782 (a reading at its worst each side of the 120 s timeout and a 2 s pause).
-    assert_eq!(plan.switchover_lease_s(), 14_341 + 2_558 + 782);
+    assert_eq!(plan.switchover_lease_s(), 14_941 + 2_558 + 782);
     let floor = Plan::from_value(with("timings.lock_lease_s", json!(20_000))).unwrap();
     assert_eq!(floor.failover_lease_s(), 20_000);
+    assert_eq!(
+        err_of(with("timings.lock_lease_s", json!(172_801))),
+        "plan.timings.lock_lease_s: must be at most 172800 (the state machine's TimeoutSeconds)"
+    );
+    // A span from an unvalidated plan never overflows the date it moves.
+    let far = chrono::Utc::now() + crate::plan::span_s(u64::MAX);
+    assert!(far > chrono::Utc::now());
     // An approval attempt never fails later than the approval itself ends.
     let quick = Plan::from_value(with("timings.approval_timeout_s", json!(30))).unwrap();
     assert_eq!(
         run_bound::failover_run_s(&quick.timings),
-        14_341 - 1_210 + (30 + 4 * 30 + 30)
+        14_941 - 1_210 + (30 + 4 * 30 + 30)
     );
     // One poll counts as one poll, not as the budget and a poll more.
     let one = Plan::from_value(with("timings.promotion_max_polls", json!(1))).unwrap();
     assert_eq!(
         run_bound::failover_run_s(&one.timings),
-        14_341 - 3_360 + (30 + 1_530)
+        14_941 - 3_360 + (30 + 1_530)
     );
     let err = err_of(with("timings.promotion_max_polls", json!(200_000)));
     assert!(

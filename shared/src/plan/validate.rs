@@ -371,6 +371,12 @@ impl Plan {
                 "must be at most 86400 (a day)",
             );
         }
+        if t.lock_lease_s > MAX_RUN_S {
+            return bad(
+                "timings.lock_lease_s",
+                &format!("must be at most {MAX_RUN_S} (the state machine's TimeoutSeconds)"),
+            );
+        }
         let sw = &self.switchover;
         if sw.poll_s == 0 {
             return bad("switchover.poll_s", "must be at least 1");
