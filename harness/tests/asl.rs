@@ -351,9 +351,53 @@ fn the_only_loops_are_the_two_the_lease_counts() {
         }
     }
     assert_eq!(sorted, all.len(), "a loop other than the two polling loops");
-    // The loops go back only to the task they poll.
-    assert_eq!(successors(&all["WaitPromotion"]), ["PromotionStatus"]);
-    assert_eq!(successors(&all["WaitCatchUp"]), ["CatchUp"]);
+    // Each loop holds only its task, its choice and its wait: no other
+    // state goes round with it (a Catch that re-enters through the wait,
+    // say).
+    let all_edges: Vec<(String, String)> = all
+        .iter()
+        .flat_map(|(name, s)| successors(s).into_iter().map(|n| (name.clone(), n)))
+        .collect();
+    for (wait, head, choice) in [
+        ("WaitPromotion", "PromotionStatus", "PromotionChoice"),
+        ("WaitCatchUp", "CatchUp", "CatchUpChoice"),
+    ] {
+        assert_eq!(
+            successors(&all[wait]),
+            [head],
+            "{wait} goes back to its task"
+        );
+        let within: Vec<(String, String)> = all_edges
+            .iter()
+            .filter(|(from, _)| from != wait)
+            .cloned()
+            .collect();
+        let after = reachable(head, &within, false);
+        let before = reachable(wait, &within, true);
+        let body: std::collections::BTreeSet<&str> =
+            after.intersection(&before).map(String::as_str).collect();
+        assert_eq!(body, [choice, head, wait].into(), "the {wait} loop");
+    }
+}
+
+/// The states reachable from `from` over `edges` (`back`: against them),
+/// `from` included.
+fn reachable(
+    from: &str,
+    edges: &[(String, String)],
+    back: bool,
+) -> std::collections::BTreeSet<String> {
+    let mut seen = std::collections::BTreeSet::from([from.to_owned()]);
+    let mut todo = vec![from.to_owned()];
+    while let Some(n) = todo.pop() {
+        for (a, b) in edges {
+            let (src, dst) = if back { (b, a) } else { (a, b) };
+            if *src == n && seen.insert(dst.clone()) {
+                todo.push(dst.clone());
+            }
+        }
+    }
+    seen
 }
 
 /// The lease counts audit's compensation, which ends the run's hold on

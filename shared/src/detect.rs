@@ -495,9 +495,7 @@ impl<E: EndpointProbe, H: HealthChecks, A: Alarms, S: ExecutionStarter> Detector
                             "the execution for this incident already ended while P is still failing: restarting the count so the next incident gets a new name"
                         );
                         self.store.reset_probe(&region, t0).await?;
-                        let cooldown = chrono::Duration::seconds(
-                            i64::try_from(plan.timings.cooldown_s).unwrap_or(i64::MAX / 1000),
-                        );
+                        let cooldown = crate::plan::span_s(plan.timings.cooldown_s);
                         self.store.release_lock(&incident, now, cooldown).await?;
                         Ok(TickReport::StaleIncident {
                             incident_id: incident,

@@ -88,8 +88,10 @@ pub const APPROVAL_FAILED_ATTEMPT_S: u64 = 60 + 10;
 
 /// What a run holds the lock for outside its tasks' timeouts: Step
 /// Functions' moves between states (300 s, a margin: AWS publishes no
-/// bound), and audit's compensation after the run ends, which releases the
-/// lock (audit's `Timeout`, 300 s, infra/template.yaml).
+/// bound), and one audit after the run ends, which releases the lock
+/// (audit's `Timeout`, 300 s, infra/template.yaml). An audit that is late
+/// (every delivery failed) is the sweep's, within about 20 minutes; the
+/// sweep renews a running run's lease, not an ended one's.
 pub const OUTSIDE_THE_TASKS_S: u64 = 300 + AUDIT_TIMEOUT_S;
 
 /// The audit function's `Timeout` (infra/template.yaml).

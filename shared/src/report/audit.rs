@@ -258,7 +258,7 @@ pub const SWITCHOVER_COOLDOWN: chrono::Duration = chrono::Duration::seconds(120)
 
 /// The plan's cooldown after a run, as a duration.
 pub fn cooldown_of(plan: &crate::plan::Plan) -> chrono::Duration {
-    chrono::Duration::seconds(i64::try_from(plan.timings.cooldown_s).unwrap_or(i64::MAX / 1000))
+    crate::plan::span_s(plan.timings.cooldown_s)
 }
 
 /// Run the audit for one status change. `now` stamps the report and the release.

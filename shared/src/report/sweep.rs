@@ -65,7 +65,10 @@ pub async fn sweep<S: ExecutionHistory + ExecutionLookup>(
             Ended::Since(..) => {
                 notes.push(format!("{arn} ended moments ago: left to its own audit"))
             }
-            Ended::Running => notes.push(format!("{arn} is running")),
+            Ended::Running(input) => {
+                let holder = holder.as_deref().unwrap_or_default();
+                notes.push(keep_the_lock(deps, holder, arn, &input, now).await?);
+            }
             Ended::Missing => {
                 // A lock taken for a run that never started: its lease ends it.
                 warn!(execution = %arn, "the lock holder's execution does not exist; left to the lease");
@@ -233,18 +236,52 @@ fn same_set(a: &[String], b: &[String]) -> bool {
 
 enum Ended {
     Since(DateTime<Utc>, Box<super::audit::ExecutionStatusChange>),
-    Running,
+    /// Still running, with its input.
+    Running(String),
     Missing,
 }
 
+/// A running run keeps the lock for its whole lease, counted from now.
+/// detect renews the lease once the run has started, but that renewal can
+/// be lost (detect died, or DynamoDB refused), and a tick of a new incident
+/// never renews another's. The sweep runs every 5 minutes, inside detect's
+/// 10-minute start lease. The lease only grows: audit releases the lock
+/// when the run ends.
+async fn keep_the_lock(
+    deps: &AuditDeps,
+    holder: &str,
+    arn: &str,
+    input: &str,
+    now: DateTime<Utc>,
+) -> Result<String, AuditError> {
+    let input: crate::execution::ExecutionInput =
+        serde_json::from_str(input).map_err(super::ReportError::Input)?;
+    let lease_s = match input.mode {
+        crate::execution::Mode::Failover => input.plan.failover_lease_s(),
+        crate::execution::Mode::Switchover => input.plan.switchover_lease_s(),
+    };
+    let lease = crate::plan::span_s(lease_s);
+    if deps.store.renew_lock(holder, now, lease).await? {
+        info!(execution = %arn, lease_s, "a running run keeps the lock for its lease");
+        Ok(format!(
+            "{arn} is running: the lock is its own for {lease_s} s"
+        ))
+    } else {
+        error!(execution = %arn, holder, alert = true, "a running run's lock has lapsed or passed to another incident");
+        Ok(format!(
+            "{arn} is running, and its lock has lapsed or passed to another incident"
+        ))
+    }
+}
+
 async fn ended<S: ExecutionLookup>(sfn: &S, arn: &str) -> Result<Ended, AuditError> {
-    let status = match sfn.describe(arn).await {
-        Ok((status, _)) => status,
+    let (status, input) = match sfn.describe(arn).await {
+        Ok(found) => found,
         Err(e) if e.code() == Some("ExecutionDoesNotExist") => return Ok(Ended::Missing),
         Err(e) => return Err(e.into()),
     };
     if !status.is_terminal() {
-        return Ok(Ended::Running);
+        return Ok(Ended::Running(input));
     }
     let stopped = status.stopped_at().unwrap_or(DateTime::<Utc>::MIN_UTC);
     Ok(Ended::Since(stopped, Box::new(status)))

@@ -635,6 +635,32 @@ async fn the_sweep_audits_a_run_whose_audit_never_came() {
     );
 }
 
+/// Issue 35: detect's renewal after the start can be lost, and no tick of
+/// a new incident renews another's lock. The sweep keeps a running run's
+/// lock for its whole lease, counted from the sweep.
+#[tokio::test]
+async fn the_sweep_keeps_a_running_runs_lock_for_its_lease() {
+    use handover::report::sweep::sweep;
+    let w = world().await;
+    let hold = json!({"StartAt": "Hold", "States": {
+        "Hold": {"Type": "Wait", "Seconds": 3600, "Next": "Done"},
+        "Done": {"Type": "Succeed"}}});
+    let (machine, _) = start(&w, hold.to_string()).await;
+    let history = SfnHistory::new(&w.deps.audit.aws, TEST_REGION).await;
+    let out = sweep(&w.deps.audit, &history, &machine, Utc::now())
+        .await
+        .unwrap();
+    assert!(matches!(out, AuditOutcome::Skipped { .. }), "{out:?}");
+    let lock = w.deps.audit.store.lock_state().await.unwrap().unwrap();
+    assert_eq!(lock.holder.as_deref(), Some(w.incident.as_str()));
+    let lease = w.plan.failover_lease_s() as i64;
+    let left = (lock.lease_until.unwrap() - Utc::now()).num_seconds();
+    assert!(
+        (lease - 60..=lease).contains(&left),
+        "{left} s of lease left after the sweep, against {lease} s"
+    );
+}
+
 /// A run stopped from outside after its fence (StopExecution, as an
 /// operator or the run's timeout would): the fence or promote invocation it
 /// started may still be running, and Step Functions does not stop it. The
