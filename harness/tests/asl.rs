@@ -278,10 +278,7 @@ fn the_lease_counts_every_task_as_the_state_machine_retries_it() {
 /// within that function's Timeout and Lambda's 10 s init limit.
 #[test]
 fn a_failed_approval_attempt_is_bounded_by_the_approval_function() {
-    let template = handover_testkit::triggers::expanded_template();
-    let timeout = template["Resources"]["ApprovalFunction"]["Properties"]["Timeout"]
-        .as_u64()
-        .expect("ApprovalFunction's Timeout");
+    let timeout = function_timeout_s("ApprovalFunction");
     assert_eq!(
         handover::plan::run_bound::APPROVAL_FAILED_ATTEMPT_S,
         timeout + 10
@@ -404,11 +401,16 @@ fn reachable(
 /// the lock, at audit's own Lambda timeout.
 #[test]
 fn the_lease_counts_audit_at_its_timeout() {
-    let template = handover_testkit::triggers::expanded_template();
-    let timeout = template["Resources"]["AuditFunction"]["Properties"]["Timeout"]
-        .as_u64()
-        .expect("AuditFunction's Timeout");
+    let timeout = function_timeout_s("AuditFunction");
     assert_eq!(handover::plan::run_bound::AUDIT_TIMEOUT_S, timeout);
+}
+
+/// The `Timeout` of the function `resource` in the expanded template.
+fn function_timeout_s(resource: &str) -> u64 {
+    let template = handover_testkit::triggers::expanded_template();
+    template["Resources"][resource]["Properties"]["Timeout"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{resource}'s Timeout"))
 }
 
 /// The promotion loop also stops at a poll that ends past the budget, so
