@@ -70,6 +70,11 @@ struct World {
 async fn world(canary_user: &str) -> World {
     let aws = aws();
     let mut plan = unique_plan();
+    // Readiness sends some thirty reads at once to one emulator process.
+    // Under CI's load a read can take longer than unique_plan's 1.5 s, so
+    // these tests keep the plan's default budget (5 s). No test here waits
+    // for a call to time out.
+    plan.timings.call_timeout_ms = handover::plan::Timings::default().call_timeout_ms;
     provision_fence_group(&aws, &mut plan).await;
     provision_capacity(&aws, &mut plan).await;
     provision_databases(&aws, &plan).await;
