@@ -576,8 +576,13 @@ async fn a_partition_leaves_s_without_the_writes_p_took_and_promotion_makes_it_w
         sdb.newest_order().await.ok().flatten().is_some()
     })
     .await;
-    let lag = sdb.lag_s().await.expect("a replica has a lag");
-    assert!(lag < 2.0, "a connected replica lags {lag} s");
+    // ReplicaLag is the time since the last replayed commit. On a loaded
+    // machine P's app can pause for a moment, so one sample may exceed the
+    // bound while the stream is fine. A connected replica gets under it.
+    wait_for_async("a connected replica lagging under 2 s", || async {
+        sdb.lag_s().await.expect("a replica has a lag") < 2.0
+    })
+    .await;
     // The replica refuses writes.
     assert!(sdb.in_recovery().await.unwrap());
     pdb.partition(true);
