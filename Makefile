@@ -19,7 +19,7 @@ test: ## Everything: set-up, fmt, clippy, validators, unit + emulator tests
 bench: ## What is measured so far: the report bench and the click -> PromoteReadReplica time (docs/explanation/performance.md)
 	@scripts/bench.sh
 
-unit: ## Unit tests (--lib --bins); some handler tests need the emulator: see CONTRIBUTING.md
+unit: ## Unit tests (--lib --bins): no emulator, no PostgreSQL
 	cargo test --workspace --lib --bins
 
 lint: venv ## fmt check, clippy -D warnings, ASL and template validation

@@ -34,6 +34,8 @@ export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
 step "build tests and clippy -D warnings, every target (first run compiles the AWS SDK: several minutes on 2 cores)"
 cargo test --workspace --all-targets --no-run --quiet
 cargo build --workspace --bins --quiet
+step "unit tests, with no emulator and no PostgreSQL (make unit)"
+env -u HANDOVER_TEST_AWS_ENDPOINT -u AWS_ENDPOINT_URL -u HANDOVER_TEST_PG make --no-print-directory unit
 step "tests (unit + against the moto emulator; path tests run the real binaries under cargo lambda watch)"
 scripts/with-emulator.sh bash -c 'cargo test --workspace -- --skip path_ && scripts/paths.sh'
 step "bench, reduced: detect and slack cold against their Python peers (the debug build, 3 cold starts each; fails unless Rust's init is faster in this run)"

@@ -14,12 +14,12 @@ use std::sync::Arc;
 
 /// Built once per container.
 pub struct Deps {
-    store: Store,
-    secrets: SecretsManager,
-    slack: SlackApi,
-    operators: Sns,
-    cli: CliHint,
-    clock: Box<dyn Clock>,
+    pub store: Store,
+    pub secrets: SecretsManager,
+    pub slack: SlackApi,
+    pub operators: Sns,
+    pub cli: CliHint,
+    pub clock: Box<dyn Clock>,
 }
 
 impl Deps {
@@ -71,7 +71,3 @@ pub async fn handler(
     };
     Ok(requester.request(&task).await?)
 }
-
-#[cfg(test)]
-#[path = "handler_tests.rs"]
-mod tests;

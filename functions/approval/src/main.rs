@@ -2,8 +2,12 @@
 //! for the task token, and the question in Slack. The task keeps waiting
 //! until the `slack` function sends the decision.
 
-mod handler;
+// The handler's future comes from the library crate. rustc computes its
+// layout across the crate boundary, deeper than the default limit of 128
+// for some functions.
+#![recursion_limit = "256"]
 
+use approval::handler;
 use handover::telemetry;
 use lambda_runtime::{LambdaEvent, run, service_fn};
 

@@ -18,10 +18,10 @@ pub const DETAIL_TYPE: &str = "Step Functions Execution Status Change";
 
 /// Built once per container.
 pub struct Deps {
-    audit: AuditDeps,
-    region: String,
+    pub audit: AuditDeps,
+    pub region: String,
     /// The workflow: names the lock holder's execution for the sweep.
-    state_machine_arn: String,
+    pub state_machine_arn: String,
 }
 
 impl Deps {
@@ -94,6 +94,3 @@ async fn backup_finished(
     let history = SfnHistory::new(&deps.audit.aws, &deps.region).await;
     Ok(after_backup(&deps.audit, &history, &event.detail, Utc::now()).await?)
 }
-
-#[cfg(test)]
-mod tests;

@@ -1,8 +1,12 @@
 //! `audit`: EventBridge "Step Functions Execution Status Change" → the
 //! after-action report, post-checks, metrics and the lock release.
 
-mod handler;
+// The handler's future comes from the library crate. rustc computes its
+// layout across the crate boundary, deeper than the default limit of 128
+// for some functions.
+#![recursion_limit = "256"]
 
+use audit::handler;
 use handover::telemetry;
 use lambda_runtime::{LambdaEvent, run, service_fn};
 

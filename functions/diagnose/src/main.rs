@@ -1,7 +1,11 @@
 //! `diagnose`: a Step Functions task (Diagnose, and Recheck after approval).
 
-mod handler;
+// The handler's future comes from the library crate. rustc computes its
+// layout across the crate boundary, deeper than the default limit of 128
+// for some functions.
+#![recursion_limit = "256"]
 
+use diagnose::handler;
 use handover::telemetry;
 use lambda_runtime::{LambdaEvent, run, service_fn};
 

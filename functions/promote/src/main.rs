@@ -1,9 +1,13 @@
 //! `promote`: a Step Functions task of the failover.
 
-mod handler;
+// The handler's future comes from the library crate. rustc computes its
+// layout across the crate boundary, deeper than the default limit of 128
+// for some functions.
+#![recursion_limit = "256"]
 
 use handover::telemetry;
 use lambda_runtime::{LambdaEvent, run, service_fn};
+use promote::handler;
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {

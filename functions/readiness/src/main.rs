@@ -1,10 +1,14 @@
 //! `readiness`: every 30 minutes (EventBridge Scheduler), would a failover
 //! work now? See `handover::readiness`.
 
-mod handler;
+// The handler's future comes from the library crate. rustc computes its
+// layout across the crate boundary, deeper than the default limit of 128
+// for some functions.
+#![recursion_limit = "256"]
 
 use handover::telemetry;
 use lambda_runtime::{LambdaEvent, run, service_fn};
+use readiness::handler;
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {

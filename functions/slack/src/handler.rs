@@ -30,17 +30,17 @@ use std::time::Duration;
 /// Built once per container: the plan (read again each minute), the
 /// signing secret, the clients.
 pub struct Deps<T = SfnCallback, R = StackPlan> {
-    plan: LivePlan<R>,
-    store: Store,
-    callback: T,
-    runs: SfnHistory,
-    secrets: SecretsManager,
-    slack: SlackApi,
+    pub plan: LivePlan<R>,
+    pub store: Store,
+    pub callback: T,
+    pub runs: SfnHistory,
+    pub secrets: SecretsManager,
+    pub slack: SlackApi,
     /// Read at cold start, or at the first click if that failed: the CLI's
     /// route must not depend on Slack's secret.
-    signing_secret: tokio::sync::OnceCell<Secret>,
-    clock: Box<dyn Clock>,
-    budget: Duration,
+    pub signing_secret: tokio::sync::OnceCell<Secret>,
+    pub clock: Box<dyn Clock>,
+    pub budget: Duration,
 }
 
 impl Deps {
@@ -248,19 +248,3 @@ fn reply(status: u16, text: &str) -> ApiGatewayV2httpResponse {
     resp.body = (!text.is_empty()).then(|| Body::Text(text.to_owned()));
     resp
 }
-
-#[cfg(test)]
-#[path = "test_world.rs"]
-mod test_world;
-
-#[cfg(test)]
-#[path = "handler_tests.rs"]
-mod tests;
-
-#[cfg(test)]
-#[path = "refusal_tests.rs"]
-mod refusal_tests;
-
-#[cfg(test)]
-#[path = "decision_tests.rs"]
-mod decision_tests;

@@ -1,14 +1,18 @@
 //! Requests that must change nothing: bad signatures (401), users outside
 //! the allow-list (403), malformed payloads (400), other events.
 
-use super::*;
-use crate::handler::test_world::*;
+use crate::test_world::*;
 use aws_sdk_sfn::types::ExecutionStatus;
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
 use chrono::{TimeZone, Utc};
 use handover::clock::FixedClock;
+use handover::error::ErrorName;
+use handover::live_plan::PlanReader;
 use handover::slack::message::ACTION_APPROVE;
 use handover::slack::stand_in::click_body;
 use serde_json::{Value, json};
+use slack::handler::*;
 
 const TEAM: &str = "T0TEAM0001";
 const FAKE_EXECUTION: &str = "arn:aws:states:ap-northeast-1:123456789012:execution:handover:none";

@@ -2,20 +2,33 @@
 //! stand-in, Step Functions tasks that really wait, and clicks signed
 //! exactly as Slack signs them.
 
-use super::*;
+use aws_lambda_events::apigw::ApiGatewayV2httpResponse;
+use aws_lambda_events::encodings::Body;
 use aws_sdk_sfn::types::ExecutionStatus;
+use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use chrono::Utc;
+use handover::approval::decide::DEFAULT_BUDGET;
 use handover::approval::{CallbackError, TaskToken, new_key};
+use handover::approval::{SfnCallback, TaskCallback};
+use handover::aws::Aws;
+use handover::clock::{Clock, SystemClock};
+use handover::live_plan::{PlanReader, StackPlan};
+use handover::report::sources::SfnHistory;
 use handover::slack::api::RetryPolicy;
+use handover::slack::api::SlackApi;
+use handover::slack::secrets::Secret;
 use handover::slack::stand_in::{SlackStandIn, click_body, signed_headers};
 use handover::store::approval::NewApproval;
 use handover_testkit::{TEST_REGION, aws, example_plan, fresh_store, unique};
 use serde_json::{Value, json};
+use slack::handler::*;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 pub const SIGNING_SECRET: &str = "8f742231b10e8888abcd99yyyzzz85a5";
-pub const FIXTURE: &str = include_str!("../events/interaction.json");
+pub const FIXTURE: &str = include_str!("../../events/interaction.json");
 
 /// The real Step Functions callback, counting calls.
 pub struct Counting {

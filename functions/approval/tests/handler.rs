@@ -1,12 +1,18 @@
-use super::*;
+use approval::handler::*;
 use chrono::{DateTime, Duration, DurationRound, Utc};
+use handover::adapters::Sns;
 use handover::clock::FixedClock;
+use handover::error::ErrorName;
 use handover::slack::api::RetryPolicy;
+use handover::slack::api::SlackApi;
+use handover::slack::message::CliHint;
 use handover::slack::message::{ACTION_APPROVE, ACTION_APPROVE_DATA_LOSS, ACTION_REJECT};
+use handover::slack::secrets::SecretsManager;
 use handover::slack::stand_in::{Fault, SlackStandIn};
 use handover::store::approval::{ConsumeOutcome, Decision};
 use handover_testkit::{TEST_REGION, aws, fresh_store, logs, unique};
 use serde_json::{Value, json};
+use std::sync::Arc;
 
 const REQUEST: &str = include_str!("../events/request.json");
 const REQUEST_OVER_TARGET: &str = include_str!("../events/request-rpo-over-target.json");

@@ -4,7 +4,7 @@
 //! test needs; the runs really wait on a task token, with a Handover input
 //! whose plan lists (or does not list) the caller.
 
-use crate::handler::test_world::*;
+use crate::test_world::*;
 use chrono::Utc;
 use handover::approval::iam::{DecisionReply, ReplyKind};
 use handover::plan::{CliApprover, Plan};
@@ -12,7 +12,7 @@ use handover::store::approval::ApprovalSelector;
 use handover_testkit::{example_plan, unique};
 use serde_json::{Value, json};
 
-const FIXTURE: &str = include_str!("../events/decision.json");
+const FIXTURE: &str = include_str!("../../events/decision.json");
 use handover_testkit::world::ONCALL_ROLE;
 const ALICE: &str = "arn:aws:sts::123456789012:assumed-role/handover-oncall/alice@example.com";
 const BOB: &str = "arn:aws:sts::123456789012:assumed-role/handover-oncall/bob@example.com";
@@ -557,7 +557,7 @@ async fn the_cli_decides_when_the_slack_signing_secret_cannot_be_read() {
     let run = waiting(&w, &plan_listing_oncall(), false, 600).await;
     let click = w.click("U0ONCALL01", "T0TEAM0001", ACTION_APPROVE, &run.key);
     // A function error (API Gateway answers Slack 500; the Errors alarm fires).
-    let err = crate::handler::handler(click, &w.deps).await.unwrap_err();
+    let err = slack::handler::handler(click, &w.deps).await.unwrap_err();
     assert!(err.to_string().contains("handover approve"), "{err}");
     assert!(pending(&w, &run.key).await, "the click changed nothing");
     let (status, reply, body) = send(

@@ -1,6 +1,6 @@
 //! Clicks that decide, or find the decision already made, expired or moot.
 
-use crate::handler::test_world::*;
+use crate::test_world::*;
 use aws_sdk_sfn::types::ExecutionStatus;
 use chrono::Utc;
 use handover::slack::message::{ACTION_APPROVE, ACTION_APPROVE_DATA_LOSS, ACTION_REJECT};

@@ -2,19 +2,26 @@
 //! step outputs, so GetExecutionHistory returns moto's own event shapes),
 //! RDS, S3, DynamoDB, Secrets Manager, and the Slack stand-in.
 
-use super::*;
+use audit::handler::*;
+use chrono::Utc;
 use chrono::{DateTime, Duration, SubsecRound};
+use handover::error::ErrorName;
 use handover::plan::Plan;
 use handover::report::Report;
+use handover::report::audit::{AuditDeps, AuditOutcome};
+use handover::report::sources::SfnHistory;
 use handover::slack::api::RetryPolicy;
+use handover::slack::api::SlackApi;
+use handover::slack::secrets::SecretsManager;
 use handover::slack::stand_in::SlackStandIn;
 use handover::store::lock::{AcquireOutcome, ReleaseOutcome};
 use handover_testkit::world::{create_instance, provision_databases, unique_plan};
 use handover_testkit::{TEST_REGION, aws, fresh_store, unique};
 use serde_json::{Value, json};
+use std::sync::Arc;
 
-const SUCCEEDED: &str = include_str!("../../events/succeeded.json");
-const RUNNING: &str = include_str!("../../events/running.json");
+const SUCCEEDED: &str = include_str!("../events/succeeded.json");
+const RUNNING: &str = include_str!("../events/running.json");
 
 struct World {
     deps: Deps,
@@ -423,7 +430,7 @@ async fn a_running_status_is_skipped_and_bad_events_are_invalid_input() {
     );
 }
 
-const BACKUP_FINISHED: &str = include_str!("../../events/backup-finished.json");
+const BACKUP_FINISHED: &str = include_str!("../events/backup-finished.json");
 
 /// RDS's "Finished DB Instance backup" for `instance`.
 fn backup_event(instance: &str, event_id: &str) -> Value {
@@ -566,7 +573,7 @@ async fn the_new_primarys_first_backup_fills_in_the_conservative_rto_once() {
 }
 
 /// The sweep's schedule as EventBridge Scheduler delivers it (events/sweep.json).
-const SWEEP: &str = include_str!("../../events/sweep.json");
+const SWEEP: &str = include_str!("../events/sweep.json");
 
 /// Every delivery of a run's status change failed (the event went to the
 /// failure queue): the run still holds the lock. The sweep leaves a run that

@@ -1,0 +1,6 @@
+//! `diagnose`: a Step Functions task (Diagnose, and Recheck after approval).
+//!
+//! The handler is a library, as in every function crate. `main.rs` runs it
+//! under the Lambda runtime, and tests in `tests/` can build it.
+
+pub mod handler;
