@@ -48,6 +48,19 @@ fn harness_environment() -> [(&'static str, String); 5] {
 /// points at the emulator) and the log level.
 const OVERRIDES: [&str; 2] = ["SLACK_API_BASE", "RUST_LOG"];
 
+/// `cargo lambda watch` reads `RUST_LOG` as well. At TRACE its file
+/// watcher logs every path it visits, each line with the whole Cargo
+/// metadata: 2.2 GB in a reject drill at TRACE, against a few MB from the
+/// functions. These directives hold the watcher's own crates at INFO. The
+/// functions have none of these crates, so their level is unchanged.
+const WATCHER_AT_INFO: &str =
+    "cargo_lambda=info,watchexec=info,ignore_files=info,project_origins=info";
+
+/// The `RUST_LOG` for a watch process whose function runs at `level`.
+fn watch_log_level(level: &str) -> String {
+    format!("{level},{WATCHER_AT_INFO}")
+}
+
 /// One function of the template: its binary and the environment the
 /// template gives it, each value taken from `env`.
 struct Function {
@@ -169,6 +182,9 @@ fn spawn_watch(f: &Function, port: u16, out: &std::fs::File) -> Child {
     }
     cmd.envs(harness_environment());
     cmd.envs(f.env.iter().map(|(k, v)| (k, v)));
+    let level = f.env.iter().rev().find(|(k, _)| k == "RUST_LOG");
+    let level = level.map_or("info", |(_, v)| v.as_str());
+    cmd.env("RUST_LOG", watch_log_level(level));
     #[cfg(unix)]
     {
         use std::os::unix::process::CommandExt;
@@ -355,4 +371,26 @@ pub async fn slack_click(
         None => String::new(),
     };
     (status, body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::watch_log_level;
+
+    /// The watcher's directives leave a function at TRACE at TRACE: a
+    /// directive the functions' filter could not parse would drop them to
+    /// INFO without a word.
+    #[test]
+    fn the_watchers_directives_keep_a_function_at_its_level() {
+        let filter = handover::telemetry::capped(&watch_log_level("trace"));
+        assert_eq!(
+            filter.max_level_hint(),
+            Some(tracing_subscriber::filter::LevelFilter::TRACE)
+        );
+        let filter = handover::telemetry::capped(&watch_log_level("info"));
+        assert_eq!(
+            filter.max_level_hint(),
+            Some(tracing_subscriber::filter::LevelFilter::INFO)
+        );
+    }
 }
