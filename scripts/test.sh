@@ -11,16 +11,32 @@ step() { printf '==> [%4ss] %s\n' "$SECONDS" "$*"; }
 run_tmp=$(mktemp -d "${TMPDIR:-/tmp}/handover-test.XXXXXX")
 chmod 755 "$run_tmp" # PostgreSQL runs as its own user under root
 export TMPDIR=$run_tmp
-# The packaged-layout check runs in the background (below); its process
-# group is stopped with the run.
-package_pid=
-trap 'rc=$?; if [ -n "$package_pid" ]; then kill -- -"$package_pid" 2>/dev/null || true; fi; if [ $rc -eq 0 ]; then rm -rf "$run_tmp"; else echo "make test failed; its temporary files are in $run_tmp" >&2; fi' EXIT
-step "python tools (.venv)"
-scripts/venv.sh
-scripts/ensure-postgres.sh
+# Two jobs run in the background, each in its own process group that the
+# exit trap stops: the Python tools with the validators (beside the build),
+# and the packaged-layout check (beside the tests, drills and campaign).
+# `set -m` gives each job its group. Each stays in this session: a new
+# session (setsid) would get its own scheduler autogroup, where nice 19 no
+# longer yields to the tests.
+bg_pids=()
+trap 'rc=$?; for pid in "${bg_pids[@]}"; do kill -- -"$pid" 2>/dev/null || true; done; if [ $rc -eq 0 ]; then rm -rf "$run_tmp"; else echo "make test failed; its temporary files are in $run_tmp" >&2; fi' EXIT
+# Start a background job with its own process group; its pid is $!.
+bg() { set -m; "$@" & set +m; bg_pids+=($!); }
+# Wait for a background job and print its log; fail the run if it failed.
+bg_wait() {
+  local pid=$1 log=$2 what=$3 rc=0
+  wait "$pid" || rc=$?
+  cat "$log"
+  [ "$rc" -eq 0 ] || { echo "$what failed (exit $rc)" >&2; exit "$rc"; }
+}
+step "python tools (.venv), PostgreSQL and the validators, in the background beside the build"
+# The tools install mostly waits on the package registry, and the
+# validators take one core for about 16 s: beside the test build, they
+# save their 100 s of a clean run. Their log prints after the build.
+tools_log="$run_tmp/tools.log"
+bg bash -c 'scripts/venv.sh && scripts/ensure-postgres.sh && scripts/validate.sh' >"$tools_log" 2>&1
+tools_pid=$!
 step "cargo fmt --check"
 cargo fmt --all --check
-scripts/validate.sh
 # Clippy in the same pass as the test build: clippy-driver compiles the
 # workspace's own crates (what `cargo clippy` does, with codegen), so the
 # dependencies are built once, not once for `cargo check` and again for the
@@ -34,36 +50,29 @@ export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
 step "build tests and clippy -D warnings, every target (first run compiles the AWS SDK: several minutes on 2 cores)"
 cargo test --workspace --all-targets --no-run --quiet
 cargo build --workspace --bins --quiet
+step "python tools, PostgreSQL and the validators (started beside the build)"
+bg_wait "$tools_pid" "$tools_log" "the tools set-up or a validator"
 step "unit tests, with no emulator and no PostgreSQL (make unit)"
 env -u HANDOVER_TEST_AWS_ENDPOINT -u AWS_ENDPOINT_URL -u HANDOVER_TEST_PG make --no-print-directory unit
-step "tests (unit + against the moto emulator; path tests run the real binaries under cargo lambda watch)"
-scripts/with-emulator.sh bash -c 'cargo test --workspace -- --skip path_ && scripts/paths.sh'
 step "bench, reduced: detect and slack cold against their Python peers (the debug build, 3 cold starts each; fails unless Rust's init is faster in this run)"
+# Alone on the machine: it compares cold starts. Nothing runs beside it.
 HANDOVER_BENCH_BIN="${CARGO_TARGET_DIR:-$root/target}/debug" HANDOVER_BENCH_RUNS=3 HANDOVER_BENCH_CLICKS=3 HANDOVER_BENCH_CHECK=1 \
   "${CARGO_TARGET_DIR:-$root/target}/debug/lambda_bench"
 step "packaged layout, started in the background at the lowest CPU priority: sam build of DetectFunction (release, aarch64)"
-# The drills and the campaign mostly wait on the world's modelled delays,
-# about one core in two. The arm64 build uses the other (nice 19, so the
-# drills keep priority) and saves most of its own time (300 to 540 s).
-# It starts after the bench, which compares cold starts and must not share
-# the CPU. Cargo locks each profile's directory on its own, so this release
-# build never holds the debug directory that `cargo lambda watch` needs.
-# `set -m` gives the job its own process group, which the trap above can
-# stop. It stays in this session: a new session (setsid) would get its own
-# scheduler autogroup, where nice 19 no longer yields to the drills.
+# The tests, the drills and the campaign mostly wait: on the emulator, on
+# the world's modelled delays. The arm64 build (300 to 540 s alone) takes
+# the CPU they leave, at nice 19 so that they keep priority. Cargo locks
+# each profile's directory on its own, so this release build never holds
+# the debug directory that `cargo lambda watch` needs.
 package_log="$run_tmp/package-check.log"
-set -m
-env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS nice -n 19 scripts/package-check.sh >"$package_log" 2>&1 &
+bg env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS nice -n 19 scripts/package-check.sh >"$package_log" 2>&1
 package_pid=$!
-set +m
+step "tests (unit + against the moto emulator; path tests run the real binaries under cargo lambda watch)"
+scripts/with-emulator.sh bash -c 'cargo test --workspace -- --skip path_ && scripts/paths.sh'
 step "drills: approve, reject, approval timeout, switchover, roundtrip (full local runs)"
 scripts/drills.sh
 step "fault campaign: seeded incidents under injected faults (R >= 40 runs, 2 worlds side by side)"
 HANDOVER_CAMPAIGN_RUNS=${HANDOVER_CAMPAIGN_RUNS:-40} HANDOVER_CAMPAIGN_SHARDS=${HANDOVER_CAMPAIGN_SHARDS:-2} scripts/campaign.sh
 step "packaged layout: waiting for the background check (a plain production build, as make build makes it)"
-package_rc=0
-wait "$package_pid" || package_rc=$?
-package_pid=
-cat "$package_log"
-[ "$package_rc" -eq 0 ] || { echo "the packaged-layout check failed (exit $package_rc)" >&2; exit "$package_rc"; }
+bg_wait "$package_pid" "$package_log" "the packaged-layout check"
 step "done"
