@@ -1584,6 +1584,14 @@ impl Drill {
             "emulator",
             std::fs::read_to_string(self.out.join("emulator.log")).unwrap_or_default(),
         ));
+        // A level that never reached the functions would leave nothing to
+        // scan: run at TRACE, their log must hold TRACE lines.
+        if std::env::var("HANDOVER_DRILL_RUST_LOG").is_ok_and(|l| l == "trace") {
+            anyhow::ensure!(
+                logs[0].1.contains("\"level\":\"TRACE\""),
+                "the functions ran at RUST_LOG=trace, but their log holds no TRACE line: the level did not reach them"
+            );
+        }
         for (what, secret) in &secrets {
             for (name, text) in &logs {
                 anyhow::ensure!(

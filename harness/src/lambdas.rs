@@ -51,14 +51,17 @@ const OVERRIDES: [&str; 2] = ["SLACK_API_BASE", "RUST_LOG"];
 /// `cargo lambda watch` reads `RUST_LOG` as well. At TRACE its file
 /// watcher logs every path it visits, each line with the whole Cargo
 /// metadata: 2.2 GB in a reject drill at TRACE, against a few MB from the
-/// functions. These directives hold the watcher's own crates at INFO. The
-/// functions have none of these crates, so their level is unchanged.
-const WATCHER_AT_INFO: &str =
-    "cargo_lambda=info,watchexec=info,ignore_files=info,project_origins=info";
-
-/// The `RUST_LOG` for a watch process whose function runs at `level`.
-fn watch_log_level(level: &str) -> String {
-    format!("{level},{WATCHER_AT_INFO}")
+/// functions. So the watch process itself runs at INFO, and the function's
+/// level reaches the function alone, through `--env-var`, which overrides
+/// the variable the function would inherit.
+fn function_log_level(level: &str) -> [String; 2] {
+    // `--env-var` splits its value at commas: a level with directives
+    // would arrive cut. None of the harness's levels has one.
+    assert!(
+        !level.contains(','),
+        "RUST_LOG {level:?}: cargo lambda watch's --env-var cuts it at the comma"
+    );
+    ["--env-var".into(), format!("RUST_LOG={level}")]
 }
 
 /// One function of the template: its binary and the environment the
@@ -160,6 +163,32 @@ impl Lambdas {
 
 /// `cargo lambda watch` serving function `f` alone on `port`.
 fn spawn_watch(f: &Function, port: u16, out: &std::fs::File) -> Child {
+    let child = watch_command(f, port, out, &harness_environment())
+        .spawn()
+        .expect("spawn cargo lambda watch (run `make venv`)");
+    // A Lambdas held in a static is never dropped: whoever runs the test
+    // binary can stop it by the pids written here (scripts/paths.sh does).
+    if let Some(file) = std::env::var_os("HANDOVER_LAMBDAS_PIDFILE") {
+        use std::io::Write;
+        let mut pids = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(file)
+            .expect("HANDOVER_LAMBDAS_PIDFILE");
+        writeln!(pids, "{}", child.id()).expect("write the pid file");
+    }
+    child
+}
+
+/// The `cargo lambda watch` command for `f` on `port`, its output to `out`:
+/// the template's environment for `f`, the harness's (`harness`), and
+/// `f`'s level.
+fn watch_command(
+    f: &Function,
+    port: u16,
+    out: &std::fs::File,
+    harness: &[(&str, String)],
+) -> Command {
     let root = workspace_root();
     let mut cmd = Command::new(root.join(".venv/bin/cargo-lambda"));
     cmd.args([
@@ -180,31 +209,17 @@ fn spawn_watch(f: &Function, port: u16, out: &std::fs::File) -> Child {
             cmd.env_remove(k);
         }
     }
-    cmd.envs(harness_environment());
+    cmd.envs(harness.iter().map(|(k, v)| (k, v)));
     cmd.envs(f.env.iter().map(|(k, v)| (k, v)));
     let level = f.env.iter().rev().find(|(k, _)| k == "RUST_LOG");
     let level = level.map_or("info", |(_, v)| v.as_str());
-    cmd.env("RUST_LOG", watch_log_level(level));
+    cmd.args(function_log_level(level)).env("RUST_LOG", "info");
     #[cfg(unix)]
     {
         use std::os::unix::process::CommandExt;
         cmd.process_group(0);
     }
-    let child = cmd
-        .spawn()
-        .expect("spawn cargo lambda watch (run `make venv`)");
-    // A Lambdas held in a static is never dropped: whoever runs the test
-    // binary can stop it by the pids written here (scripts/paths.sh does).
-    if let Some(file) = std::env::var_os("HANDOVER_LAMBDAS_PIDFILE") {
-        use std::io::Write;
-        let mut pids = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(file)
-            .expect("HANDOVER_LAMBDAS_PIDFILE");
-        writeln!(pids, "{}", child.id()).expect("write the pid file");
-    }
-    child
+    cmd
 }
 
 /// Have the router serve the template's `AWS_IAM` routes as API Gateway
@@ -375,22 +390,34 @@ pub async fn slack_click(
 
 #[cfg(test)]
 mod tests {
-    use super::watch_log_level;
+    use super::{Function, watch_command};
 
-    /// The watcher's directives leave a function at TRACE at TRACE: a
-    /// directive the functions' filter could not parse would drop them to
-    /// INFO without a word.
+    /// The function's level goes to the function alone; the watch process
+    /// runs at INFO whatever the function's level.
     #[test]
-    fn the_watchers_directives_keep_a_function_at_its_level() {
-        let filter = handover::telemetry::capped(&watch_log_level("trace"));
-        assert_eq!(
-            filter.max_level_hint(),
-            Some(tracing_subscriber::filter::LevelFilter::TRACE)
-        );
-        let filter = handover::telemetry::capped(&watch_log_level("info"));
-        assert_eq!(
-            filter.max_level_hint(),
-            Some(tracing_subscriber::filter::LevelFilter::INFO)
-        );
+    fn the_function_gets_its_level_and_the_watcher_info() {
+        let f = Function {
+            binary: "slack".into(),
+            env: vec![("RUST_LOG".into(), "trace".into())],
+        };
+        let out = tempfile_for_test();
+        let cmd = watch_command(&f, 9, &out, &[("RUST_LOG", "info".into())]);
+        let args: Vec<_> = cmd.get_args().map(|a| a.to_string_lossy()).collect();
+        let at = args
+            .iter()
+            .position(|a| a == "--env-var")
+            .expect("--env-var");
+        assert_eq!(args[at + 1], "RUST_LOG=trace", "{args:?}");
+        let watcher = cmd
+            .get_envs()
+            .filter(|(k, _)| *k == "RUST_LOG")
+            .last()
+            .and_then(|(_, v)| v);
+        assert_eq!(watcher, Some(std::ffi::OsStr::new("info")));
+    }
+
+    fn tempfile_for_test() -> std::fs::File {
+        let path = std::env::temp_dir().join(crate::unique("watch-command") + ".log");
+        std::fs::File::create(path).expect("log file")
     }
 }
