@@ -22,13 +22,17 @@ drill() {
   HANDOVER_PACE=$pace HANDOVER_SCALE=$scale HANDOVER_DRILL_RUST_LOG=$level DRILL_DECISION=$decision "$bin"
 }
 # A lane runs its drills one after another and stops at the first failure.
-# The lanes are balanced by measured length (fast pace, alone): approve
-# (124 s) + reject (48 s) + switchover (69 s), against the round trip
-# (177 s, with its cooldown wait) + timeout (78 s).
+# The lanes are balanced by each drill's length, measured alone: approve
+# (124 s, at AWS's pace) + reject (48 s) + switchover (69 s), against the
+# round trip (177 s, with its cooldown wait) + timeout (78 s).
 lane() {
   local decision
-  for decision in "$@"; do
-    drill "$decision" > >(sed -u "s/^/[$decision] /") 2>&1 || { echo "[$decision] drill FAILED" >&2; return 1; }
+  while [ $# -gt 0 ]; do
+    decision=$1; shift
+    if ! drill "$decision" > >(sed -u "s/^/[$decision] /") 2>&1; then
+      echo "[$decision] drill FAILED${1:+; not run after it: $*}" >&2
+      return 1
+    fi
     echo "[$decision] drill passed"
   done
 }

@@ -19,21 +19,30 @@ export TMPDIR=$run_tmp
 # longer yields to the tests.
 bg_pids=()
 trap 'rc=$?; for pid in "${bg_pids[@]}"; do kill -- -"$pid" 2>/dev/null || true; done; if [ $rc -eq 0 ]; then rm -rf "$run_tmp"; else echo "make test failed; its temporary files are in $run_tmp" >&2; fi' EXIT
-# Start a background job with its own process group; its pid is $!.
-bg() { set -m; "$@" & set +m; bg_pids+=($!); }
+# Start a background job with its own process group; its pid is $!. Its
+# stdin is /dev/null: a job of its own group that read the terminal
+# would be stopped, and the run would hang waiting for it.
+bg() { set -m; "$@" </dev/null & set +m; bg_pids+=($!); }
 # Wait for a background job and print its log; fail the run if it failed.
+# A reaped job leaves the list, so the trap never signals a reused pid.
 bg_wait() {
-  local pid=$1 log=$2 what=$3 rc=0
+  local pid=$1 log=$2 what=$3 rc=0 p
   wait "$pid" || rc=$?
+  local left=()
+  for p in "${bg_pids[@]}"; do [ "$p" = "$pid" ] || left+=("$p"); done
+  bg_pids=("${left[@]}")
   cat "$log"
   [ "$rc" -eq 0 ] || { echo "$what failed (exit $rc)" >&2; exit "$rc"; }
 }
-step "python tools (.venv), PostgreSQL and the validators, in the background beside the build"
+# PostgreSQL first, in the foreground: an install the trap stopped half
+# way would leave dpkg interrupted. It does nothing when it is there.
+scripts/ensure-postgres.sh
+step "python tools (.venv) and the validators, in the background beside the build"
 # The tools install mostly waits on the package registry, and the
 # validators take one core for about 16 s: beside the test build, they
 # save their 100 s of a clean run. Their log prints after the build.
 tools_log="$run_tmp/tools.log"
-bg bash -c 'scripts/venv.sh && scripts/ensure-postgres.sh && scripts/validate.sh' >"$tools_log" 2>&1
+bg bash -c 'scripts/venv.sh && scripts/validate.sh' >"$tools_log" 2>&1
 tools_pid=$!
 step "cargo fmt --check"
 cargo fmt --all --check
@@ -50,7 +59,7 @@ export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
 step "build tests and clippy -D warnings, every target (first run compiles the AWS SDK: several minutes on 2 cores)"
 cargo test --workspace --all-targets --no-run --quiet
 cargo build --workspace --bins --quiet
-step "python tools, PostgreSQL and the validators (started beside the build)"
+step "python tools and the validators (started beside the build)"
 bg_wait "$tools_pid" "$tools_log" "the tools set-up or a validator"
 step "unit tests, with no emulator and no PostgreSQL (make unit)"
 env -u HANDOVER_TEST_AWS_ENDPOINT -u AWS_ENDPOINT_URL -u HANDOVER_TEST_PG make --no-print-directory unit
@@ -61,11 +70,12 @@ HANDOVER_BENCH_BIN="${CARGO_TARGET_DIR:-$root/target}/debug" HANDOVER_BENCH_RUNS
 step "packaged layout, started in the background at the lowest CPU priority: sam build of DetectFunction (release, aarch64)"
 # The tests, the drills and the campaign mostly wait: on the emulator, on
 # the world's modelled delays. The arm64 build (300 to 540 s alone) takes
-# the CPU they leave, at nice 19 so that they keep priority. Cargo locks
-# each profile's directory on its own, so this release build never holds
-# the debug directory that `cargo lambda watch` needs.
+# the CPU they leave, at nice 19 so that they keep priority, and the
+# disk at the idle I/O class. Cargo locks each profile's directory on its
+# own, so this release build never holds the debug directory that
+# `cargo lambda watch` needs.
 package_log="$run_tmp/package-check.log"
-bg env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS nice -n 19 scripts/package-check.sh >"$package_log" 2>&1
+bg env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS nice -n 19 ionice -c 3 scripts/package-check.sh >"$package_log" 2>&1
 package_pid=$!
 step "tests (unit + against the moto emulator; path tests run the real binaries under cargo lambda watch)"
 scripts/with-emulator.sh bash -c 'cargo test --workspace -- --skip path_ && scripts/paths.sh'
