@@ -4,7 +4,7 @@
 //! runs at most once plus its retriers' `MaxAttempts`, with the retriers'
 //! waits between the attempts ("Handling errors in Step Functions
 //! workflows", AWS Step Functions Developer Guide). The figures below are
-//! copied from statemachine.asl.json. `harness/tests/asl.rs` fails when
+//! copied from statemachine.asl.json. `harness/tests/it/asl.rs` fails when
 //! they drift from it.
 //!
 //! The lock's lease must outlive the longest run, or detect could start a

@@ -4,7 +4,7 @@ use handover::config::{ConfigError, PlanSource};
 use handover::error::{Classify, ErrorName};
 use handover_testkit::{aws, unique};
 
-const EXAMPLE: &str = include_str!("../../infra/plan.example.jsonc");
+const EXAMPLE: &str = include_str!("../../../infra/plan.example.jsonc");
 
 #[tokio::test]
 async fn the_plan_loads_from_an_ssm_parameter() {

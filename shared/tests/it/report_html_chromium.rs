@@ -14,7 +14,7 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const REFERENCE: &str = include_str!("fixtures/history_reference_drill.json");
+const REFERENCE: &str = include_str!("../fixtures/history_reference_drill.json");
 
 fn out_dir() -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/report-html");

@@ -42,13 +42,15 @@ fn cfg() -> Explain {
 }
 
 fn plan() -> Plan {
-    Plan::from_json(include_str!("../../infra/plan.example.jsonc")).unwrap()
+    Plan::from_json(include_str!("../../../infra/plan.example.jsonc")).unwrap()
 }
 
 /// The diagnosis inside the approval task's real event.
 fn diagnosis() -> handover::execution::Diagnosis {
-    let event: serde_json::Value =
-        serde_json::from_str(include_str!("../../functions/approval/events/request.json")).unwrap();
+    let event: serde_json::Value = serde_json::from_str(include_str!(
+        "../../../functions/approval/events/request.json"
+    ))
+    .unwrap();
     serde_json::from_value(event["state"]["diagnosis"].clone()).expect("a diagnosis")
 }
 

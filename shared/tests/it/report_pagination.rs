@@ -2,8 +2,7 @@
 //! at 1,000 events a page and fully processed. Timing and memory are
 //! measured in `benches/report_history.rs`, not here.
 
-#[path = "support/synthetic_history.rs"]
-mod synthetic;
+use crate::synthetic;
 
 use chrono::{TimeZone, Utc};
 use handover::report::postcheck::PostChecks;

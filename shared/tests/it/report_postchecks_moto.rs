@@ -1,5 +1,5 @@
 //! Post-checks against moto: for each check, a state that triggers it and
-//! one that does not. Run with `scripts/with-emulator.sh cargo test -p handover --test report_postchecks_moto`.
+//! one that does not. Run with `scripts/with-emulator.sh cargo test -p handover --test it report_postchecks_moto`.
 
 use chrono::{Duration, Utc};
 use handover::adapters::Rds;

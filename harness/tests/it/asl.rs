@@ -3,7 +3,7 @@
 use handover::error::ErrorName;
 use serde_json::Value;
 
-const ASL: &str = include_str!("../../statemachine.asl.json");
+const ASL: &str = include_str!("../../../statemachine.asl.json");
 
 fn states() -> serde_json::Map<String, Value> {
     let v: Value = serde_json::from_str(ASL).expect("statemachine.asl.json is JSON");
@@ -186,7 +186,7 @@ fn no_array_index_in_any_json_path() {
 /// The whole run's TimeoutSeconds is the bound the plan validates against.
 #[test]
 fn the_state_machine_times_out_where_the_plan_says_a_run_is_too_long() {
-    let asl: Value = serde_json::from_str(include_str!("../../statemachine.asl.json")).unwrap();
+    let asl: Value = serde_json::from_str(include_str!("../../../statemachine.asl.json")).unwrap();
     assert_eq!(asl["TimeoutSeconds"], handover::plan::MAX_RUN_S);
 }
 
