@@ -158,7 +158,7 @@ pub async fn failback(
     // Held through re-protection and the run: no failover can start
     // meanwhile. While this command prepares, a short lease it renews: a
     // command that dies leaves the lock for minutes, not for the whole
-    // re-protection bound. Just before the start, the run's own lease.
+    // re-protection bound. Once the run exists, the run's own lease.
     let lease_s = reversed
         .switchover_lease_s()
         .saturating_add(FAILBACK_MARGIN_S);
@@ -268,11 +268,12 @@ pub async fn failback(
             restore: record.switch_previous.clone(),
         }),
     };
-    // The run's own lease, from now: it must outlive the run it guards
-    // (and a late renewal of the short one never shortens it).
+    // The lock must still be this failback's, with a fresh start lease:
+    // a command that dies before the start leaves it for minutes.
+    // `start_run` extends it to the run's own lease once the run exists.
     drop(renewing);
-    let run_lease = chrono::Duration::seconds(i64::try_from(lease_s).unwrap_or(i64::MAX / 2));
-    match ctx.store.renew_lock(&name, Utc::now(), run_lease).await {
+    let start_lease = chrono::Duration::seconds(PREP_LEASE_S as i64);
+    match ctx.store.renew_lock(&name, Utc::now(), start_lease).await {
         Ok(true) => {}
         Ok(false) => {
             return Err(refused(format!(
@@ -282,7 +283,7 @@ pub async fn failback(
         Err(e) => {
             let lock = give_back(&ctx, &name).await;
             return Err(failed(format!(
-                "extending the lock for the run: {}; nothing was started; {lock}",
+                "renewing the lock before the start: {}; nothing was started; {lock}",
                 handover::error::chain(&e)
             )));
         }

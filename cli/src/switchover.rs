@@ -64,9 +64,11 @@ pub async fn switchover(ctx: Context, start: &StartArgs) -> Result<String, Failu
     let sfn = Sfn::new(&ctx.aws, &ctx.region, &state_machine).await;
     let arn = sfn.execution_arn(&name);
     // Longer than a failover's by the catch-up's bound: the lock must
-    // outlive the run it guards.
+    // outlive the run it guards. Until the run exists, the short lease
+    // detect takes: a command that dies before the start holds detect off
+    // for minutes, not for the run's whole lease. `start_run` extends it.
     let lease_s = plan.switchover_lease_s();
-    take_lock(&ctx, &name, &arn, now, lease_s).await?;
+    take_lock(&ctx, &name, &arn, now, start_lease_s()).await?;
     let input = ExecutionInput {
         incident_id: name.clone(),
         drill: start.drill,
@@ -189,6 +191,32 @@ pub(crate) async fn take_lock(
     }
 }
 
+/// The lease a planned run's lock has until the run has started: the one
+/// detect takes before its start ([`handover::detect::START_LEASE`]).
+pub(crate) fn start_lease_s() -> u64 {
+    handover::detect::START_LEASE.num_seconds().unsigned_abs()
+}
+
+/// The run `name` exists: extend its lock from the start lease to the run's
+/// own, `lease_s` from now, and say what the lock is. A renewal that fails
+/// leaves the start lease; audit's sweep renews the lock of a running run
+/// every 5 minutes, so the run stays guarded.
+async fn extend_for_the_run(ctx: &Context, name: &str, lease_s: u64) -> String {
+    let lease = chrono::Duration::seconds(i64::try_from(lease_s).unwrap_or(i64::MAX / 2));
+    match ctx.store.renew_lock(name, Utc::now(), lease).await {
+        Ok(true) => format!("held by {name} for up to {lease_s} s"),
+        Ok(false) => format!(
+            "not held by {name} any more: its {} s start lease ran out before the run started",
+            start_lease_s()
+        ),
+        Err(e) => format!(
+            "held by {name} for its {} s start lease only ({}); audit's sweep extends it while the run is RUNNING",
+            start_lease_s(),
+            handover::error::chain(&e)
+        ),
+    }
+}
+
 /// Give the lock `name` took back, without a cooldown (nothing ran under
 /// it), and say how that went.
 pub(crate) async fn give_back(ctx: &Context, name: &str) -> String {
@@ -206,8 +234,9 @@ pub(crate) async fn give_back(ctx: &Context, name: &str) -> String {
     }
 }
 
-/// Start the run `name` under the lock it holds; on a start that certainly
-/// did not happen, give the lock back.
+/// Start the run `name` under the lock it holds, then extend the lock to
+/// the run's lease `lease_s`. On a start that certainly did not happen,
+/// give the lock back; on one that may have happened, leave the start lease.
 pub(crate) async fn start_run(
     ctx: &Context,
     sfn: &Sfn,
@@ -219,14 +248,18 @@ pub(crate) async fn start_run(
 ) -> Result<String, Failure> {
     let body = serde_json::to_string(input).map_err(failed)?;
     match sfn.start(name, &body).await {
-        Ok(StartOutcome::Started { execution_arn }) => Ok(format!(
-            "{what}\n\nstarted: {execution_arn}\nlock: held by {name} for up to {lease_s} s\nnext: approve in Slack, or `handover approve --execution {execution_arn}`"
-        )),
+        Ok(StartOutcome::Started { execution_arn }) => {
+            let lock = extend_for_the_run(ctx, name, lease_s).await;
+            Ok(format!(
+                "{what}\n\nstarted: {execution_arn}\nlock: {lock}\nnext: approve in Slack, or `handover approve --execution {execution_arn}`"
+            ))
+        }
         // Another invocation in the same second started it: the same run,
         // under the same lock.
         Ok(StartOutcome::AlreadyExists { status, .. }) if status.as_deref() == Some("RUNNING") => {
+            let lock = extend_for_the_run(ctx, name, lease_s).await;
             Ok(format!(
-                "{what}\n\nstarted a moment ago by another invocation: {arn}\nnext: approve in Slack, or `handover approve --execution {arn}`"
+                "{what}\n\nstarted a moment ago by another invocation: {arn}\nlock: {lock}\nnext: approve in Slack, or `handover approve --execution {arn}`"
             ))
         }
         Ok(StartOutcome::AlreadyExists { status, .. }) => {
@@ -242,8 +275,9 @@ pub(crate) async fn start_run(
             let client = ctx.aws.sfn(&ctx.region).await;
             match client.describe_execution().execution_arn(arn).send().await {
                 Ok(d) => {
+                    let lock = extend_for_the_run(ctx, name, lease_s).await;
                     return Ok(format!(
-                        "{what}\n\nstarted: {arn} ({}; StartExecution's answer was lost: {})\nnext: approve in Slack, or `handover approve --execution {arn}`",
+                        "{what}\n\nstarted: {arn} ({}; StartExecution's answer was lost: {})\nlock: {lock}\nnext: approve in Slack, or `handover approve --execution {arn}`",
                         d.status.as_str(),
                         handover::error::chain(&e)
                     ));
@@ -254,9 +288,10 @@ pub(crate) async fn start_run(
                         .is_some_and(|s| s.is_execution_does_not_exist()) =>
                 {
                     return Err(failed(format!(
-                        "StartExecution: {}; whether the run started is unknown ({}), so the lock stays held until its lease ends or `handover release`",
+                        "StartExecution: {}; whether the run started is unknown ({}), so the lock stays held until its {} s start lease ends, or `handover release`",
                         handover::error::chain(&e),
-                        handover::error::chain(&d)
+                        handover::error::chain(&d),
+                        start_lease_s()
                     )));
                 }
                 Err(_) => {}

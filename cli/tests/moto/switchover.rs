@@ -10,6 +10,17 @@ use handover_testkit::{TEST_REGION, aws, fresh_store, unique};
 use std::process::Command;
 
 fn run(args: &[&str], plan: &Plan, store: &Store, machine: &str) -> (i32, String, String) {
+    run_env(args, plan, store, machine, &[])
+}
+
+/// As [`run`], with `env` added to the command's environment.
+fn run_env(
+    args: &[&str],
+    plan: &Plan,
+    store: &Store,
+    machine: &str,
+    env: &[(&str, &str)],
+) -> (i32, String, String) {
     let file = std::env::temp_dir().join(unique("plan") + ".json");
     std::fs::write(&file, serde_json::to_string(plan).unwrap()).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_handover"))
@@ -22,6 +33,7 @@ fn run(args: &[&str], plan: &Plan, store: &Store, machine: &str) -> (i32, String
         .env("AWS_ENDPOINT_URL", handover_testkit::endpoint())
         .env("AWS_ACCESS_KEY_ID", "test")
         .env("AWS_SECRET_ACCESS_KEY", "test")
+        .envs(env.iter().copied())
         .stdin(std::process::Stdio::null())
         .output()
         .expect("run handover");
@@ -77,6 +89,47 @@ async fn executions(machine: &str) -> Vec<String> {
         .iter()
         .map(|e| e.execution_arn().to_owned())
         .collect()
+}
+
+/// Step Functions unreachable: StartExecution fails and DescribeExecution
+/// cannot say whether the run started. The lock stays held, as it must
+/// (the run may exist), but for the start lease detect takes (10 minutes),
+/// not the run's whole lease (about 5 hours): a command that dies before
+/// its start holds detect off as briefly.
+#[tokio::test]
+async fn a_start_that_may_not_have_happened_holds_the_lock_for_the_start_lease_only() {
+    let (store, plan) = world(false).await;
+    let sm = machine().await;
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let unreachable = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let (code, out, err) = run_env(
+        &["--yes"],
+        &plan,
+        &store,
+        &sm,
+        &[("AWS_ENDPOINT_URL_SFN", &unreachable)],
+    );
+    assert_ne!(code, 0, "{out}{err}");
+    assert!(
+        err.contains("whether the run started is unknown"),
+        "{out}{err}"
+    );
+    assert!(executions(&sm).await.is_empty(), "nothing may have started");
+    let lock = store.lock_state().await.unwrap().unwrap();
+    assert!(
+        lock.holder
+            .as_deref()
+            .is_some_and(|h| h.starts_with("shop-switchover-")),
+        "{lock:?}"
+    );
+    let lease = (lock.lease_until.unwrap() - chrono::Utc::now()).num_seconds();
+    let start = handover::detect::START_LEASE.num_seconds();
+    assert!(
+        lease > 0 && lease <= start,
+        "lease {lease} s, against the start lease of {start} s (the run's is {} s)",
+        plan.switchover_lease_s()
+    );
 }
 
 #[tokio::test]
