@@ -268,26 +268,10 @@ pub async fn failback(
             restore: record.switch_previous.clone(),
         }),
     };
-    // The lock must still be this failback's, with a fresh start lease:
-    // a command that dies before the start leaves it for minutes.
-    // `start_run` extends it to the run's own lease once the run exists.
+    // `start_run` renews the start lease just before the start (refusing
+    // if the lock is no longer this failback's) and extends it to the
+    // run's own lease once the run exists. The renewer must not run then.
     drop(renewing);
-    let start_lease = chrono::Duration::seconds(PREP_LEASE_S as i64);
-    match ctx.store.renew_lock(&name, Utc::now(), start_lease).await {
-        Ok(true) => {}
-        Ok(false) => {
-            return Err(refused(format!(
-                "the lock is no longer {name}'s (its lease ran out while re-protection or the data check ran): nothing was started; run `handover failback` again"
-            )));
-        }
-        Err(e) => {
-            let lock = give_back(&ctx, &name).await;
-            return Err(failed(format!(
-                "renewing the lock before the start: {}; nothing was started; {lock}",
-                handover::error::chain(&e)
-            )));
-        }
-    }
     start_run(&ctx, &sfn, &name, &arn, &input, &what, lease_s).await
 }
 

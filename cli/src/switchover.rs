@@ -197,24 +197,61 @@ pub(crate) fn start_lease_s() -> u64 {
     handover::detect::START_LEASE.num_seconds().unsigned_abs()
 }
 
-/// The run `name` exists: extend its lock from the start lease to the run's
-/// own, `lease_s` from now, and say what the lock is. A renewal that fails
-/// leaves the start lease; audit's sweep renews the lock of a running run
-/// every 5 minutes, so the run stays guarded.
-async fn extend_for_the_run(ctx: &Context, name: &str, lease_s: u64) -> String {
-    let lease = chrono::Duration::seconds(i64::try_from(lease_s).unwrap_or(i64::MAX / 2));
+/// Attempts at extending the lock once the run exists, 2 s apart: enough
+/// for a throttled or briefly unreachable table, well inside the start
+/// lease.
+const EXTEND_ATTEMPTS: u32 = 5;
+
+/// The lock must be `name`'s, with a fresh start lease, when its run
+/// starts: the time since it was taken (a prompt, a re-protection) is not
+/// counted against the start.
+async fn refresh_start_lease(ctx: &Context, name: &str) -> Result<(), Failure> {
+    let lease = chrono::Duration::seconds(i64::try_from(start_lease_s()).unwrap_or(600));
     match ctx.store.renew_lock(name, Utc::now(), lease).await {
-        Ok(true) => format!("held by {name} for up to {lease_s} s"),
-        Ok(false) => format!(
-            "not held by {name} any more: its {} s start lease ran out before the run started",
-            start_lease_s()
-        ),
-        Err(e) => format!(
-            "held by {name} for its {} s start lease only ({}); audit's sweep extends it while the run is RUNNING",
-            start_lease_s(),
-            handover::error::chain(&e)
-        ),
+        Ok(true) => Ok(()),
+        Ok(false) => Err(refused(format!(
+            "the lock is no longer {name}'s (its lease ran out, or another run took it): nothing was started; run the command again"
+        ))),
+        Err(e) => {
+            let lock = give_back(ctx, name).await;
+            Err(failed(format!(
+                "renewing the lock before the start: {}; nothing was started; {lock}",
+                handover::error::chain(&e)
+            )))
+        }
     }
+}
+
+/// The run `arn` exists: extend its lock from the start lease to the run's
+/// own, `lease_s` from now, and say what the lock is. A lock that stays at
+/// the start lease, or is not `name`'s any more, fails the command: the
+/// run goes on, and the operator must look.
+async fn extend_for_the_run(
+    ctx: &Context,
+    name: &str,
+    arn: &str,
+    lease_s: u64,
+) -> Result<String, Failure> {
+    let lease = chrono::Duration::seconds(i64::try_from(lease_s).unwrap_or(i64::MAX / 2));
+    let mut last = String::new();
+    for attempt in 1..=EXTEND_ATTEMPTS {
+        match ctx.store.renew_lock(name, Utc::now(), lease).await {
+            Ok(true) => return Ok(format!("held by {name} for up to {lease_s} s")),
+            Ok(false) => {
+                return Err(failed(format!(
+                    "the run {arn} started, but the lock is no longer {name}'s (its start lease ran out, or another run took it). Run `handover status` now: if another run holds the lock, stop one of the two"
+                )));
+            }
+            Err(e) => last = handover::error::chain(&e),
+        }
+        if attempt < EXTEND_ATTEMPTS {
+            tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+        }
+    }
+    Err(failed(format!(
+        "the run {arn} started, but its lock could not be extended past its {} s start lease ({last}). audit's sweep renews a running run's lock every 5 minutes: run `handover status` within 10 minutes to see that the run holds it",
+        start_lease_s()
+    )))
 }
 
 /// Give the lock `name` took back, without a cooldown (nothing ran under
@@ -247,9 +284,10 @@ pub(crate) async fn start_run(
     lease_s: u64,
 ) -> Result<String, Failure> {
     let body = serde_json::to_string(input).map_err(failed)?;
+    refresh_start_lease(ctx, name).await?;
     match sfn.start(name, &body).await {
         Ok(StartOutcome::Started { execution_arn }) => {
-            let lock = extend_for_the_run(ctx, name, lease_s).await;
+            let lock = extend_for_the_run(ctx, name, &execution_arn, lease_s).await?;
             Ok(format!(
                 "{what}\n\nstarted: {execution_arn}\nlock: {lock}\nnext: approve in Slack, or `handover approve --execution {execution_arn}`"
             ))
@@ -257,7 +295,7 @@ pub(crate) async fn start_run(
         // Another invocation in the same second started it: the same run,
         // under the same lock.
         Ok(StartOutcome::AlreadyExists { status, .. }) if status.as_deref() == Some("RUNNING") => {
-            let lock = extend_for_the_run(ctx, name, lease_s).await;
+            let lock = extend_for_the_run(ctx, name, arn, lease_s).await?;
             Ok(format!(
                 "{what}\n\nstarted a moment ago by another invocation: {arn}\nlock: {lock}\nnext: approve in Slack, or `handover approve --execution {arn}`"
             ))
@@ -275,7 +313,7 @@ pub(crate) async fn start_run(
             let client = ctx.aws.sfn(&ctx.region).await;
             match client.describe_execution().execution_arn(arn).send().await {
                 Ok(d) => {
-                    let lock = extend_for_the_run(ctx, name, lease_s).await;
+                    let lock = extend_for_the_run(ctx, name, arn, lease_s).await?;
                     return Ok(format!(
                         "{what}\n\nstarted: {arn} ({}; StartExecution's answer was lost: {})\nlock: {lock}\nnext: approve in Slack, or `handover approve --execution {arn}`",
                         d.status.as_str(),

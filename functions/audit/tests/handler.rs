@@ -668,6 +668,35 @@ async fn the_sweep_keeps_a_running_runs_lock_for_its_lease() {
     );
 }
 
+/// Two sweeps failed, and the running run's lease lapsed with no other
+/// incident taking the lock: the next sweep takes it back for the run's
+/// lease. Without that, detect could start a failover beside the run.
+#[tokio::test]
+async fn the_sweep_takes_back_a_running_runs_lapsed_lock() {
+    use handover::report::sweep::sweep;
+    let w = world().await;
+    let hold = json!({"StartAt": "Hold", "States": {
+        "Hold": {"Type": "Wait", "Seconds": 3600, "Next": "Done"},
+        "Done": {"Type": "Succeed"}}});
+    let (machine, arn) = start(&w, hold.to_string()).await;
+    let history = SfnHistory::new(&w.deps.audit.aws, TEST_REGION).await;
+    // The world's lock has a 2-hour lease: the sweep runs after it.
+    let later = Utc::now() + Duration::hours(2) + Duration::minutes(1);
+    let out = sweep(&w.deps.audit, &history, &machine, later)
+        .await
+        .unwrap();
+    assert!(matches!(out, AuditOutcome::Skipped { .. }), "{out:?}");
+    let lock = w.deps.audit.store.lock_state().await.unwrap().unwrap();
+    assert_eq!(lock.holder.as_deref(), Some(w.incident.as_str()));
+    assert_eq!(lock.execution.as_deref(), Some(arn.as_str()));
+    let lease = w.plan.failover_lease_s() as i64;
+    let left = (lock.lease_until.unwrap() - later).num_seconds();
+    assert!(
+        (lease - 60..=lease).contains(&left),
+        "{left} s of lease left after the sweep, against {lease} s"
+    );
+}
+
 /// A run stopped from outside after its fence (StopExecution, as an
 /// operator or the run's timeout would): the fence or promote invocation it
 /// started may still be running, and Step Functions does not stop it. The

@@ -242,11 +242,13 @@ enum Ended {
 }
 
 /// A running run keeps the lock for its whole lease, counted from now.
-/// detect renews the lease once the run has started, but that renewal can
-/// be lost (detect died, or DynamoDB refused), and a tick of a new incident
-/// never renews another's. The sweep runs every 5 minutes, inside detect's
-/// 10-minute start lease. The lease only grows: audit releases the lock
-/// when the run ends.
+/// detect (or the CLI) renews the lease once the run has started, but that
+/// renewal can be lost (the starter died, or DynamoDB refused), and a tick
+/// of a new incident never renews another's. The sweep runs every 5
+/// minutes, inside the 10-minute start lease. If two sweeps failed and the
+/// lease lapsed, the run takes it back, unless another incident took it
+/// meanwhile. The lease only grows: audit releases the lock when the run
+/// ends.
 async fn keep_the_lock(
     deps: &AuditDeps,
     holder: &str,
@@ -265,6 +267,13 @@ async fn keep_the_lock(
         info!(execution = %arn, lease_s, "a running run keeps the lock for its lease");
         Ok(format!(
             "{arn} is running: the lock is its own for {lease_s} s"
+        ))
+    } else if let crate::store::lock::AcquireOutcome::Acquired { .. } =
+        deps.store.acquire_lock(holder, arn, now, lease).await?
+    {
+        warn!(execution = %arn, lease_s, alert = true, "a running run's lock had lapsed: taken back for its lease");
+        Ok(format!(
+            "{arn} is running and its lock had lapsed: taken back for {lease_s} s"
         ))
     } else {
         error!(execution = %arn, holder, alert = true, "a running run's lock has lapsed or passed to another incident");
