@@ -647,7 +647,7 @@ def rule_matches(rule: dict, call: dict, text: str) -> bool:
         wanted = [wanted] if isinstance(wanted, str) else wanted
         if not any(w in text for w in wanted):
             return False
-    return True
+    return all(w in text for w in rule.get("match_all", []))
 
 
 # The Regions Route 53's health checkers report from, two checkers each.
@@ -769,7 +769,8 @@ class World:
         # Fault rules (``POST /_handover/rules``), checked in order after the
         # table above: {"id", "mode": one of FAULT_MODES, filters "service",
         # "region", "action", "caller", "target", "match" (substrings of the
-        # path or body: a run's resource names), "skip": let the first n
+        # path or body: a run's resource names; any one of them),
+        # "match_all" (substrings that must all appear), "skip": let the first n
         # matching calls through, "count": fault the next n only, "seconds"
         # (latency, timeout, lost), "environ" (kill: only processes whose
         # environment holds it)}. Each fault applied is logged in fault_log.

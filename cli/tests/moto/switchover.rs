@@ -21,10 +21,28 @@ fn run_env(
     machine: &str,
     env: &[(&str, &str)],
 ) -> (i32, String, String) {
+    let out = command(args, plan, store, machine, env)
+        .output()
+        .expect("run handover");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `handover switchover` on this table, plan and state machine.
+fn command(
+    args: &[&str],
+    plan: &Plan,
+    store: &Store,
+    machine: &str,
+    env: &[(&str, &str)],
+) -> Command {
     let file = std::env::temp_dir().join(unique("plan") + ".json");
     std::fs::write(&file, serde_json::to_string(plan).unwrap()).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_handover"))
-        .arg("switchover")
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_handover"));
+    cmd.arg("switchover")
         .args(args)
         .args(["--table", store.table(), "--region", TEST_REGION])
         .arg("--plan-file")
@@ -35,13 +53,9 @@ fn run_env(
         .env("AWS_SECRET_ACCESS_KEY", "test")
         .envs(env.iter().copied())
         .stdin(std::process::Stdio::null())
-        .output()
-        .expect("run handover");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    cmd
 }
 
 /// A fresh table and plan whose primary record names P (`after_failover`: S).
@@ -129,6 +143,106 @@ async fn a_start_that_may_not_have_happened_holds_the_lock_for_the_start_lease_o
         lease > 0 && lease <= start,
         "lease {lease} s, against the start lease of {start} s (the run's is {} s)",
         plan.switchover_lease_s()
+    );
+}
+
+/// A fault rule for this table's lease renewals only (`store.renew_lock`).
+fn renewals(store: &Store, id: &str, rule: serde_json::Value) -> serde_json::Value {
+    let mut rule = rule;
+    rule["id"] = id.into();
+    rule["service"] = "dynamodb".into();
+    rule["action"] = "UpdateItem".into();
+    rule["match_all"] = serde_json::json!([store.table(), "SET lease_until_ms = :lease"]);
+    serde_json::json!([rule])
+}
+
+/// The lock passes to another incident while the command prepares (here,
+/// while its renewal before the start is on the wire). The command must not
+/// start a run the lock does not guard.
+#[tokio::test]
+async fn a_lock_lost_before_the_start_starts_nothing() {
+    let (store, plan) = world(false).await;
+    let sm = machine().await;
+    let id = unique("slow-renewal");
+    handover_testkit::add_fault_rules(renewals(
+        &store,
+        &id,
+        serde_json::json!({"mode": "latency", "seconds": 3, "count": 1}),
+    ))
+    .await;
+    let child = command(&["--yes"], &plan, &store, &sm, &[])
+        .spawn()
+        .unwrap();
+    let mut holder = None;
+    for _ in 0..200 {
+        holder = store.lock_state().await.unwrap().and_then(|l| l.holder);
+        if holder.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let holder = holder.expect("the command took the lock");
+    let now = chrono::Utc::now();
+    store
+        .release_lock(&holder, now, chrono::Duration::zero())
+        .await
+        .unwrap();
+    let taken = store
+        .acquire_lock(
+            "shop-other",
+            "arn:other",
+            now,
+            chrono::Duration::minutes(10),
+        )
+        .await
+        .unwrap();
+    assert!(
+        matches!(
+            taken,
+            handover::store::lock::AcquireOutcome::Acquired { .. }
+        ),
+        "{taken:?}"
+    );
+    let out = child.wait_with_output().unwrap();
+    handover_testkit::remove_fault_rules(&[&id]).await;
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("nothing was started"), "{err}");
+    assert!(executions(&sm).await.is_empty(), "no run without the lock");
+    let lock = store.lock_state().await.unwrap().unwrap();
+    assert_eq!(lock.holder.as_deref(), Some("shop-other"));
+}
+
+/// The run started, but the table refuses every later write: the lock
+/// stays at the start lease, and the command says so and fails, rather
+/// than printing a lock it does not have.
+#[tokio::test]
+async fn a_lock_not_extended_after_the_start_fails_the_command() {
+    let (store, plan) = world(false).await;
+    let sm = machine().await;
+    let id = unique("no-extension");
+    handover_testkit::add_fault_rules(renewals(
+        &store,
+        &id,
+        serde_json::json!({"mode": "error", "status": 500, "skip": 1}),
+    ))
+    .await;
+    let (code, out, err) = run(&["--yes"], &plan, &store, &sm);
+    handover_testkit::remove_fault_rules(&[&id]).await;
+    assert_eq!(code, 4, "{out}{err}");
+    assert!(err.contains("could not be extended"), "{out}{err}");
+    assert_eq!(executions(&sm).await.len(), 1, "the run started");
+    let lock = store.lock_state().await.unwrap().unwrap();
+    assert!(
+        lock.holder
+            .as_deref()
+            .is_some_and(|h| h.starts_with("shop-switchover-")),
+        "{lock:?}"
+    );
+    let lease = (lock.lease_until.unwrap() - chrono::Utc::now()).num_seconds();
+    assert!(
+        lease <= handover::detect::START_LEASE.num_seconds(),
+        "lease {lease} s"
     );
 }
 
