@@ -21,6 +21,10 @@ pub enum Exit {
     Failed = 4,
     /// Readiness found a check that fails.
     NotReady = 5,
+    /// The run started, but a step after the start failed (the text says
+    /// which). The run exists: running the command again would start a
+    /// second one.
+    Started = 6,
 }
 
 impl Exit {
@@ -30,12 +34,13 @@ impl Exit {
     }
 
     /// Every code, in order (for the reference page).
-    pub const ALL: [Exit; 5] = [
+    pub const ALL: [Exit; 6] = [
         Exit::Done,
         Exit::Usage,
         Exit::Refused,
         Exit::Failed,
         Exit::NotReady,
+        Exit::Started,
     ];
 
     /// What the code means, in one line.
@@ -50,6 +55,9 @@ impl Exit {
             }
             Exit::Failed => "failed: an AWS call or the table failed; retry",
             Exit::NotReady => "readiness found a check that fails",
+            Exit::Started => {
+                "started, but a step after the start failed: the run exists; do not run the command again"
+            }
         }
     }
 }
@@ -70,7 +78,7 @@ mod tests {
     #[test]
     fn the_codes_are_the_documented_numbers() {
         let codes: Vec<u8> = Exit::ALL.iter().map(|e| e.code()).collect();
-        assert_eq!(codes, [0, 2, 3, 4, 5]);
+        assert_eq!(codes, [0, 2, 3, 4, 5, 6]);
     }
 
     #[test]

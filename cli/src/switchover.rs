@@ -203,7 +203,7 @@ pub(crate) fn start_lease_s() -> u64 {
 const EXTEND_ATTEMPTS: u32 = 5;
 
 /// The lock must be `name`'s, with a fresh start lease, when its run
-/// starts: the time since it was taken (a prompt, a re-protection) is not
+/// starts: the time since it was taken (a failback's re-protection) is not
 /// counted against the start.
 async fn refresh_start_lease(ctx: &Context, name: &str) -> Result<(), Failure> {
     let lease = chrono::Duration::seconds(i64::try_from(start_lease_s()).unwrap_or(600));
@@ -224,8 +224,9 @@ async fn refresh_start_lease(ctx: &Context, name: &str) -> Result<(), Failure> {
 
 /// The run `arn` exists: extend its lock from the start lease to the run's
 /// own, `lease_s` from now, and say what the lock is. A lock that stays at
-/// the start lease, or is not `name`'s any more, fails the command: the
-/// run goes on, and the operator must look.
+/// the start lease, or is not `name`'s any more, ends the command with
+/// [`Exit::Started`]: the run goes on, and the operator must look, not
+/// start it again.
 async fn extend_for_the_run(
     ctx: &Context,
     name: &str,
@@ -238,9 +239,12 @@ async fn extend_for_the_run(
         match ctx.store.renew_lock(name, Utc::now(), lease).await {
             Ok(true) => return Ok(format!("held by {name} for up to {lease_s} s")),
             Ok(false) => {
-                return Err(failed(format!(
-                    "the run {arn} started, but the lock is no longer {name}'s (its start lease ran out, or another run took it). Run `handover status` now: if another run holds the lock, stop one of the two"
-                )));
+                return Err(started(
+                    arn,
+                    format!(
+                        "the lock is no longer {name}'s (its start lease ran out, or another run took it). Run `handover status` now: if another run holds the lock, stop one of the two"
+                    ),
+                ));
             }
             Err(e) => last = handover::error::chain(&e),
         }
@@ -248,10 +252,23 @@ async fn extend_for_the_run(
             tokio::time::sleep(std::time::Duration::from_secs(2)).await;
         }
     }
-    Err(failed(format!(
-        "the run {arn} started, but its lock could not be extended past its {} s start lease ({last}). audit's sweep renews a running run's lock every 5 minutes: run `handover status` within 10 minutes to see that the run holds it",
-        start_lease_s()
-    )))
+    Err(started(
+        arn,
+        format!(
+            "its lock could not be extended past its {} s start lease ({last}). audit's sweep renews a running run's lock every 5 minutes: run `handover status` within 5 minutes to see that the run holds it, and `handover pause` keeps detect from starting a failover meanwhile",
+            start_lease_s()
+        ),
+    ))
+}
+
+/// The run `arn` exists, but `what` went wrong after its start.
+fn started(arn: &str, what: String) -> Failure {
+    (
+        Exit::Started,
+        format!(
+            "started, but: {what}.\nThe run {arn} exists: do not run the command again.\nnext: approve in Slack, or `handover approve --execution {arn}`"
+        ),
+    )
 }
 
 /// Give the lock `name` took back, without a cooldown (nothing ran under
@@ -300,14 +317,22 @@ pub(crate) async fn start_run(
                 "{what}\n\nstarted a moment ago by another invocation: {arn}\nlock: {lock}\nnext: approve in Slack, or `handover approve --execution {arn}`"
             ))
         }
-        Ok(StartOutcome::AlreadyExists { status, .. }) => {
+        Ok(StartOutcome::AlreadyExists {
+            status: Some(status),
+            ..
+        }) => {
             // A closed run of that name: nothing runs under this lock.
             let lock = give_back(ctx, name).await;
             Err(refused(format!(
-                "an execution named {name} exists already ({}); {lock}; try again in a second",
-                status.as_deref().unwrap_or("status unknown"),
+                "an execution named {name} exists already ({status}); {lock}; try again in a second"
             )))
         }
+        // A run of that name whose status could not be read may be running
+        // under this lock: keep it.
+        Ok(StartOutcome::AlreadyExists { status: None, .. }) => Err(failed(format!(
+            "an execution named {name} exists, and its status could not be read: the lock stays held until its {} s start lease ends. Run `handover status` before anything else",
+            start_lease_s()
+        ))),
         Err(e) => {
             // The call may have started the run with its answer lost: ask.
             let client = ctx.aws.sfn(&ctx.region).await;

@@ -214,8 +214,9 @@ async fn a_lock_lost_before_the_start_starts_nothing() {
 }
 
 /// The run started, but the table refuses every later write: the lock
-/// stays at the start lease, and the command says so and fails, rather
-/// than printing a lock it does not have.
+/// stays at the start lease. The command says so with its own code (6,
+/// not 4's "retry": a second run would start), rather than printing a lock
+/// it does not have.
 #[tokio::test]
 async fn a_lock_not_extended_after_the_start_fails_the_command() {
     let (store, plan) = world(false).await;
@@ -229,8 +230,9 @@ async fn a_lock_not_extended_after_the_start_fails_the_command() {
     .await;
     let (code, out, err) = run(&["--yes"], &plan, &store, &sm);
     handover_testkit::remove_fault_rules(&[&id]).await;
-    assert_eq!(code, 4, "{out}{err}");
+    assert_eq!(code, 6, "{out}{err}");
     assert!(err.contains("could not be extended"), "{out}{err}");
+    assert!(err.contains("do not run the command again"), "{out}{err}");
     assert_eq!(executions(&sm).await.len(), 1, "the run started");
     let lock = store.lock_state().await.unwrap().unwrap();
     assert!(

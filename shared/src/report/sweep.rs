@@ -13,6 +13,7 @@
 
 use super::audit::{AuditDeps, AuditError, AuditOutcome, Trigger, audit_for};
 use super::sources::{ExecutionHistory, ExecutionLookup};
+use crate::store::lock::KeepOutcome;
 use chrono::{DateTime, Utc};
 use tracing::{error, info, warn};
 
@@ -245,10 +246,11 @@ enum Ended {
 /// detect (or the CLI) renews the lease once the run has started, but that
 /// renewal can be lost (the starter died, or DynamoDB refused), and a tick
 /// of a new incident never renews another's. The sweep runs every 5
-/// minutes, inside the 10-minute start lease. If two sweeps failed and the
-/// lease lapsed, the run takes it back, unless another incident took it
-/// meanwhile. The lease only grows: audit releases the lock when the run
-/// ends.
+/// minutes, inside the 10-minute start lease, so at least one sweep lands
+/// before a start lease lapses (one failed sweep can be enough to let it
+/// lapse). A lapsed lock the run still holds is taken back; one released
+/// meanwhile (the run ended) or taken by another incident is not. The
+/// lease only grows: audit releases the lock when the run ends.
 async fn keep_the_lock(
     deps: &AuditDeps,
     holder: &str,
@@ -263,23 +265,25 @@ async fn keep_the_lock(
         crate::execution::Mode::Switchover => input.plan.switchover_lease_s(),
     };
     let lease = crate::plan::span_s(lease_s);
-    if deps.store.renew_lock(holder, now, lease).await? {
-        info!(execution = %arn, lease_s, "a running run keeps the lock for its lease");
-        Ok(format!(
-            "{arn} is running: the lock is its own for {lease_s} s"
-        ))
-    } else if let crate::store::lock::AcquireOutcome::Acquired { .. } =
-        deps.store.acquire_lock(holder, arn, now, lease).await?
-    {
-        warn!(execution = %arn, lease_s, alert = true, "a running run's lock had lapsed: taken back for its lease");
-        Ok(format!(
-            "{arn} is running and its lock had lapsed: taken back for {lease_s} s"
-        ))
-    } else {
-        error!(execution = %arn, holder, alert = true, "a running run's lock has lapsed or passed to another incident");
-        Ok(format!(
-            "{arn} is running, and its lock has lapsed or passed to another incident"
-        ))
+    match deps.store.keep_lock(holder, arn, now, lease).await? {
+        KeepOutcome::Kept { lapsed: false } => {
+            info!(execution = %arn, lease_s, "a running run keeps the lock for its lease");
+            Ok(format!(
+                "{arn} is running: the lock is its own for {lease_s} s"
+            ))
+        }
+        KeepOutcome::Kept { lapsed: true } => {
+            warn!(execution = %arn, lease_s, alert = true, "a running run's lock had lapsed: taken back for its lease");
+            Ok(format!(
+                "{arn} is running and its lock had lapsed: taken back for {lease_s} s"
+            ))
+        }
+        KeepOutcome::NotHolder { holder: now_held } => {
+            error!(execution = %arn, holder, now_held = now_held.as_deref().unwrap_or("nobody"), alert = true, "a running run's lock was released or passed to another incident");
+            Ok(format!(
+                "{arn} is running, and its lock was released or passed to another incident"
+            ))
+        }
     }
 }
 

@@ -62,6 +62,23 @@ pub enum AcquireOutcome {
     },
 }
 
+/// Result of [`Store::keep_lock`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum KeepOutcome {
+    /// The lock is the run's for the lease asked, or longer.
+    Kept {
+        /// Its lease had lapsed: it was taken back.
+        lapsed: bool,
+    },
+    /// The run does not hold the lock (released, or another incident's);
+    /// nothing changed.
+    NotHolder {
+        /// Who holds it, if anyone.
+        holder: Option<String>,
+    },
+}
+
 /// Result of [`Store::release_lock`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
@@ -240,6 +257,55 @@ impl Store {
                         o.holder.as_deref() == Some(incident)
                             && o.lease_until.is_some_and(|l| l >= now)
                     }))
+                }
+                None => Err(call_error("UpdateItem", PK, e)),
+            },
+        }
+    }
+
+    /// Keep the lock a running run `incident` (execution ARN `execution`)
+    /// still holds for at least `now + lease`, whether or not its lease has
+    /// lapsed: audit's sweep, for a run it saw running. One conditional write on the holder, so a
+    /// lock released meanwhile (the run ended) or taken by another incident
+    /// is never taken back. A lease already longer is kept.
+    pub async fn keep_lock(
+        &self,
+        incident: &str,
+        execution: &str,
+        now: DateTime<Utc>,
+        lease: Duration,
+    ) -> Result<KeepOutcome, StoreError> {
+        let res = self
+            .client()
+            .update_item()
+            .table_name(self.table())
+            .set_key(Some(Self::key(PK)))
+            .update_expression("SET lease_until_ms = :lease, execution = :x")
+            .condition_expression("holder = :inc AND lease_until_ms < :lease")
+            .expression_attribute_values(":inc", s(incident))
+            .expression_attribute_values(":x", s(execution))
+            .expression_attribute_values(":lease", ms(now + lease))
+            .return_values(ReturnValue::AllOld)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match res {
+            Ok(out) => {
+                let old = out
+                    .attributes
+                    .as_ref()
+                    .map(LockState::from_item)
+                    .transpose()?;
+                let lapsed = old.and_then(|o| o.lease_until).is_some_and(|l| l < now);
+                Ok(KeepOutcome::Kept { lapsed })
+            }
+            Err(e) => match conditional_old(&e) {
+                Some(old) => {
+                    let old = old.map(LockState::from_item).transpose()?;
+                    Ok(match old.and_then(|o| o.holder) {
+                        Some(h) if h == incident => KeepOutcome::Kept { lapsed: false },
+                        holder => KeepOutcome::NotHolder { holder },
+                    })
                 }
                 None => Err(call_error("UpdateItem", PK, e)),
             },

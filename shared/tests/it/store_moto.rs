@@ -815,6 +815,83 @@ async fn a_renewal_extends_only_the_holders_live_lease_and_never_shortens_it() {
     assert_eq!(until(&store).await, now + Duration::minutes(63));
 }
 
+/// audit's sweep keeps a running run's lock, lapsed or not, but never takes
+/// back one released meanwhile (the run ended) or taken by another
+/// incident: one conditional write on the holder.
+#[tokio::test]
+async fn the_sweep_keeps_only_a_lock_the_run_still_holds() {
+    use handover::store::lock::KeepOutcome;
+    let store = store().await;
+    let now = t(15, 0, 0);
+    let state = |s: &Store| {
+        let s = s.clone();
+        async move { s.lock_state().await.unwrap().unwrap() }
+    };
+    store
+        .acquire_lock("run-1", "arn:x", now, Duration::minutes(10))
+        .await
+        .unwrap();
+    // Live: kept for the lease asked; a shorter one keeps the longer.
+    let kept = store.keep_lock(
+        "run-1",
+        "arn:x",
+        now + Duration::minutes(1),
+        Duration::minutes(60),
+    );
+    assert_eq!(kept.await.unwrap(), KeepOutcome::Kept { lapsed: false });
+    let kept = store.keep_lock(
+        "run-1",
+        "arn:x",
+        now + Duration::minutes(2),
+        Duration::minutes(10),
+    );
+    assert_eq!(kept.await.unwrap(), KeepOutcome::Kept { lapsed: false });
+    assert_eq!(
+        state(&store).await.lease_until,
+        Some(now + Duration::minutes(61))
+    );
+    // Lapsed, still its holder: taken back.
+    let late = now + Duration::minutes(70);
+    let kept = store.keep_lock("run-1", "arn:x", late, Duration::minutes(60));
+    assert_eq!(kept.await.unwrap(), KeepOutcome::Kept { lapsed: true });
+    assert_eq!(
+        state(&store).await.lease_until,
+        Some(late + Duration::minutes(60))
+    );
+    // Released (the run ended between the sweep's describe and its write):
+    // not taken back, and the cooldown stays.
+    store
+        .release_lock("run-1", late, Duration::minutes(30))
+        .await
+        .unwrap();
+    let kept = store.keep_lock(
+        "run-1",
+        "arn:x",
+        late + Duration::minutes(1),
+        Duration::minutes(60),
+    );
+    assert_eq!(kept.await.unwrap(), KeepOutcome::NotHolder { holder: None });
+    let lock = state(&store).await;
+    assert_eq!((lock.holder, lock.lease_until), (None, None));
+    // Another incident's: not taken.
+    let after = late + Duration::minutes(31);
+    store
+        .acquire_lock("run-2", "arn:y", after, Duration::minutes(10))
+        .await
+        .unwrap();
+    let kept = store.keep_lock("run-1", "arn:x", after, Duration::minutes(60));
+    assert_eq!(
+        kept.await.unwrap(),
+        KeepOutcome::NotHolder {
+            holder: Some("run-2".into())
+        }
+    );
+    assert_eq!(
+        state(&store).await.lease_until,
+        Some(after + Duration::minutes(10))
+    );
+}
+
 /// Fence and promote act only on what the key records: a decision known to
 /// have reached the run (a re-send delivered it) is never given back, even
 /// by the exact consumption that first sent it.
