@@ -21,9 +21,9 @@ pub enum Exit {
     Failed = 4,
     /// Readiness found a check that fails.
     NotReady = 5,
-    /// The run started, but a step after the start failed (the text says
-    /// which). The run exists: running the command again would start a
-    /// second one.
+    /// The run started, or may have, but a step after the start failed
+    /// (the text says which). Running the command again could start a
+    /// second run: look first (`handover status`).
     Started = 6,
 }
 
@@ -56,7 +56,7 @@ impl Exit {
             Exit::Failed => "failed: an AWS call or the table failed; retry",
             Exit::NotReady => "readiness found a check that fails",
             Exit::Started => {
-                "started, but a step after the start failed: the run exists; do not run the command again"
+                "started, or may have, but a step after the start failed: do not run the command again; look first"
             }
         }
     }
@@ -79,6 +79,14 @@ mod tests {
     fn the_codes_are_the_documented_numbers() {
         let codes: Vec<u8> = Exit::ALL.iter().map(|e| e.code()).collect();
         assert_eq!(codes, [0, 2, 3, 4, 5, 6]);
+    }
+
+    #[test]
+    fn the_help_names_every_code() {
+        for e in Exit::ALL {
+            let code = format!("{} ", e.code());
+            assert!(crate::args::EXIT_CODES.contains(&code), "{code}");
+        }
     }
 
     #[test]

@@ -13,7 +13,8 @@ use crate::exit::{Exit, Failure};
 use chrono::Utc;
 use handover::adapters::{ExecutionStarter, Sfn, StartOutcome};
 use handover::execution::{ExecutionInput, Mode, Side};
-use handover::store::lock::{AcquireOutcome, ReleaseOutcome};
+use handover::report::sources::{ExecutionLookup, SfnHistory};
+use handover::store::lock::{AcquireOutcome, KeepOutcome, ReleaseOutcome};
 use std::io::{BufRead, Write};
 
 pub(crate) fn failed(e: impl std::fmt::Display) -> Failure {
@@ -145,7 +146,8 @@ pub(crate) fn confirm(yes: bool, what: &str, word: &str) -> Result<(), Failure> 
 }
 
 /// Take the lock detect takes for the run `name` (`arn`) for `lease_s`:
-/// refused, with nothing changed, while another run holds it or it cools down.
+/// refused, with nothing changed, while another run holds it or it cools
+/// down, or while a run whose lease lapsed still goes on.
 pub(crate) async fn take_lock(
     ctx: &Context,
     name: &str,
@@ -153,6 +155,7 @@ pub(crate) async fn take_lock(
     now: chrono::DateTime<Utc>,
     lease_s: u64,
 ) -> Result<(), Failure> {
+    refuse_a_lapsed_running_holder(ctx, now).await?;
     let lease = chrono::Duration::seconds(i64::try_from(lease_s).unwrap_or(i64::MAX / 2));
     let acquired = match ctx.store.acquire_lock(name, arn, now, lease).await {
         Ok(a) => a,
@@ -191,16 +194,52 @@ pub(crate) async fn take_lock(
     }
 }
 
+/// A lock whose lease lapsed can be taken over, but not while its run goes
+/// on: that run would go on without the lock. audit's sweep keeps it back
+/// within 5 minutes. Refuse, writing nothing. A holder with no run
+/// recorded, or whose run ended or never started, may be taken over.
+async fn refuse_a_lapsed_running_holder(
+    ctx: &Context,
+    now: chrono::DateTime<Utc>,
+) -> Result<(), Failure> {
+    let lock = ctx
+        .store
+        .lock_state()
+        .await
+        .map_err(|e| failed(handover::error::chain(&e)))?;
+    let Some(lock) = lock else { return Ok(()) };
+    let (Some(holder), Some(until), Some(run)) = (lock.holder, lock.lease_until, lock.execution)
+    else {
+        return Ok(());
+    };
+    if until >= now {
+        return Ok(()); // live: the lock's own condition refuses it
+    }
+    let history = SfnHistory::new(&ctx.aws, &ctx.region).await;
+    match history.describe(&run).await {
+        Ok((status, _)) if status.is_terminal() => Ok(()),
+        Ok((status, _)) => Err(refused(format!(
+            "{holder}'s lease lapsed at {until}, but its run {run} is {}: audit's sweep keeps its lock within 5 minutes. Let that run end, or stop it, before starting another",
+            status.status
+        ))),
+        Err(e) if matches!(e.code(), Some("ExecutionDoesNotExist" | "InvalidArn")) => Ok(()),
+        Err(e) => Err(failed(format!(
+            "{holder}'s lease lapsed, and whether its run {run} goes on is unknown: {}",
+            handover::error::chain(&e)
+        ))),
+    }
+}
+
 /// The lease a planned run's lock has until the run has started: the one
 /// detect takes before its start ([`handover::detect::START_LEASE`]).
 pub(crate) fn start_lease_s() -> u64 {
     handover::detect::START_LEASE.num_seconds().unsigned_abs()
 }
 
-/// Attempts at extending the lock once the run exists, 2 s apart: enough
-/// for a throttled or briefly unreachable table, well inside the start
-/// lease.
-const EXTEND_ATTEMPTS: u32 = 5;
+/// How long the command goes on trying to extend the lock once the run
+/// exists, 5 s apart: a throttled or briefly unreachable table gets a
+/// minute, well inside the start lease. After that, audit's sweep keeps it.
+const EXTEND_FOR: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The lock must be `name`'s, with a fresh start lease, when its run
 /// starts: the time since it was taken (a failback's re-protection) is not
@@ -223,10 +262,11 @@ async fn refresh_start_lease(ctx: &Context, name: &str) -> Result<(), Failure> {
 }
 
 /// The run `arn` exists: extend its lock from the start lease to the run's
-/// own, `lease_s` from now, and say what the lock is. A lock that stays at
-/// the start lease, or is not `name`'s any more, ends the command with
-/// [`Exit::Started`]: the run goes on, and the operator must look, not
-/// start it again.
+/// own, `lease_s` from now, and say what the lock is. The run's lock is
+/// kept even if its start lease lapsed meanwhile, as audit's sweep keeps
+/// it. A lock the command cannot extend within [`EXTEND_FOR`], or that
+/// another incident took, ends the command with [`Exit::Started`]: the run
+/// goes on, and the operator must look, not start it again.
 async fn extend_for_the_run(
     ctx: &Context,
     name: &str,
@@ -234,40 +274,55 @@ async fn extend_for_the_run(
     lease_s: u64,
 ) -> Result<String, Failure> {
     let lease = chrono::Duration::seconds(i64::try_from(lease_s).unwrap_or(i64::MAX / 2));
-    let mut last = String::new();
-    for attempt in 1..=EXTEND_ATTEMPTS {
-        match ctx.store.renew_lock(name, Utc::now(), lease).await {
-            Ok(true) => return Ok(format!("held by {name} for up to {lease_s} s")),
-            Ok(false) => {
-                return Err(started(
+    let until = std::time::Instant::now() + EXTEND_FOR;
+    let last = loop {
+        let last = match ctx.store.keep_lock(name, Utc::now(), lease).await {
+            Ok(KeepOutcome::Kept { .. }) => {
+                return Ok(format!("held by {name} for up to {lease_s} s"));
+            }
+            Ok(KeepOutcome::NotHolder { holder }) => {
+                return Err(started_unguarded(
                     arn,
                     format!(
-                        "the lock is no longer {name}'s (its start lease ran out, or another run took it). Run `handover status` now: if another run holds the lock, stop one of the two"
+                        "the lock is no longer {name}'s but {}'s (its start lease ran out, and it was released or taken). Run `handover status` now: if another run goes on, stop one of the two",
+                        holder.as_deref().unwrap_or("nobody")
                     ),
                 ));
             }
-            Err(e) => last = handover::error::chain(&e),
+            Err(e) => handover::error::chain(&e),
+        };
+        if std::time::Instant::now() >= until {
+            break last;
         }
-        if attempt < EXTEND_ATTEMPTS {
-            tokio::time::sleep(std::time::Duration::from_secs(2)).await;
-        }
-    }
+        eprintln!("extending the lock for the run: {last}; trying again in 5 s");
+        tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    };
     Err(started(
         arn,
         format!(
-            "its lock could not be extended past its {} s start lease ({last}). audit's sweep renews a running run's lock every 5 minutes: run `handover status` within 5 minutes to see that the run holds it, and `handover pause` keeps detect from starting a failover meanwhile",
-            start_lease_s()
+            "its lock could not be extended past its {} s start lease within {} s ({last}). audit's sweep keeps a running run's lock every 5 minutes: run `handover status` within 5 minutes to see that the run holds it; `handover pause` keeps detect from starting a failover meanwhile",
+            start_lease_s(),
+            EXTEND_FOR.as_secs()
         ),
     ))
 }
 
-/// The run `arn` exists, but `what` went wrong after its start.
+/// The run `arn` exists, or may, but `what` went wrong after its start.
 fn started(arn: &str, what: String) -> Failure {
     (
         Exit::Started,
         format!(
             "started, but: {what}.\nThe run {arn} exists: do not run the command again.\nnext: approve in Slack, or `handover approve --execution {arn}`"
         ),
+    )
+}
+
+/// The run `arn` exists without its lock: no approve line, the operator
+/// must first see which runs go on.
+fn started_unguarded(arn: &str, what: String) -> Failure {
+    (
+        Exit::Started,
+        format!("started, but: {what}.\nThe run {arn} exists: do not run the command again."),
     )
 }
 
@@ -329,10 +384,13 @@ pub(crate) async fn start_run(
         }
         // A run of that name whose status could not be read may be running
         // under this lock: keep it.
-        Ok(StartOutcome::AlreadyExists { status: None, .. }) => Err(failed(format!(
-            "an execution named {name} exists, and its status could not be read: the lock stays held until its {} s start lease ends. Run `handover status` before anything else",
-            start_lease_s()
-        ))),
+        Ok(StartOutcome::AlreadyExists { status: None, .. }) => Err((
+            Exit::Started,
+            format!(
+                "started, or may have: an execution named {name} exists, and its status could not be read. The lock stays held until its {} s start lease ends.\nDo not run the command again: run `handover status`",
+                start_lease_s()
+            ),
+        )),
         Err(e) => {
             // The call may have started the run with its answer lost: ask.
             let client = ctx.aws.sfn(&ctx.region).await;
@@ -350,12 +408,15 @@ pub(crate) async fn start_run(
                         .as_service_error()
                         .is_some_and(|s| s.is_execution_does_not_exist()) =>
                 {
-                    return Err(failed(format!(
-                        "StartExecution: {}; whether the run started is unknown ({}), so the lock stays held until its {} s start lease ends, or `handover release`",
-                        handover::error::chain(&e),
-                        handover::error::chain(&d),
-                        start_lease_s()
-                    )));
+                    return Err((
+                        Exit::Started,
+                        format!(
+                            "started, or may have: StartExecution: {}; whether the run started is unknown ({}), so the lock stays held until its {} s start lease ends, or `handover release`.\nDo not run the command again: run `handover status`",
+                            handover::error::chain(&e),
+                            handover::error::chain(&d),
+                            start_lease_s()
+                        ),
+                    ));
                 }
                 Err(_) => {}
             }

@@ -124,11 +124,12 @@ async fn a_start_that_may_not_have_happened_holds_the_lock_for_the_start_lease_o
         &sm,
         &[("AWS_ENDPOINT_URL_SFN", &unreachable)],
     );
-    assert_ne!(code, 0, "{out}{err}");
+    assert_eq!(code, 6, "{out}{err}");
     assert!(
         err.contains("whether the run started is unknown"),
         "{out}{err}"
     );
+    assert!(err.contains("Do not run the command again"), "{out}{err}");
     assert!(executions(&sm).await.is_empty(), "nothing may have started");
     let lock = store.lock_state().await.unwrap().unwrap();
     assert!(
@@ -167,14 +168,14 @@ async fn a_lock_lost_before_the_start_starts_nothing() {
     handover_testkit::add_fault_rules(renewals(
         &store,
         &id,
-        serde_json::json!({"mode": "latency", "seconds": 3, "count": 1}),
+        serde_json::json!({"mode": "latency", "seconds": 5, "count": 1}),
     ))
     .await;
     let child = command(&["--yes"], &plan, &store, &sm, &[])
         .spawn()
         .unwrap();
     let mut holder = None;
-    for _ in 0..200 {
+    for _ in 0..3000 {
         holder = store.lock_state().await.unwrap().and_then(|l| l.holder);
         if holder.is_some() {
             break;
@@ -213,10 +214,96 @@ async fn a_lock_lost_before_the_start_starts_nothing() {
     assert_eq!(lock.holder.as_deref(), Some("shop-other"));
 }
 
-/// The run started, but the table refuses every later write: the lock
-/// stays at the start lease. The command says so with its own code (6,
-/// not 4's "retry": a second run would start), rather than printing a lock
-/// it does not have.
+/// A lock whose lease lapsed while its run still goes on (its starter and
+/// the sweep both failed to keep it) is not taken over: that run would go
+/// on without the lock. Refused, with nothing written.
+#[tokio::test]
+async fn a_lapsed_lock_whose_run_goes_on_is_not_taken_over() {
+    let (store, plan) = world(false).await;
+    let sm = machine().await;
+    let running = aws()
+        .sfn(TEST_REGION)
+        .await
+        .start_execution()
+        .state_machine_arn(&sm)
+        .name("shop-incident-old")
+        .input("{}")
+        .send()
+        .await
+        .unwrap()
+        .execution_arn;
+    let long_ago = chrono::Utc::now() - chrono::Duration::hours(2);
+    store
+        .acquire_lock(
+            "shop-incident-old",
+            &running,
+            long_ago,
+            chrono::Duration::minutes(10),
+        )
+        .await
+        .unwrap();
+    let (code, out, err) = run(&["--yes"], &plan, &store, &sm);
+    assert_eq!(code, 3, "{out}{err}");
+    assert!(err.contains("lease lapsed"), "{err}");
+    assert!(err.contains("RUNNING"), "{err}");
+    assert_eq!(executions(&sm).await, vec![running]);
+    let lock = store.lock_state().await.unwrap().unwrap();
+    assert_eq!(lock.holder.as_deref(), Some("shop-incident-old"));
+}
+
+/// The run started, and the lock passed to another incident before the
+/// command extended it: exit 6, and no approve line, since two runs may go
+/// on and the operator must see which first.
+#[tokio::test]
+async fn a_lock_taken_after_the_start_is_not_taken_back() {
+    let (store, plan) = world(false).await;
+    let sm = machine().await;
+    let id = unique("slow-extension");
+    handover_testkit::add_fault_rules(renewals(
+        &store,
+        &id,
+        serde_json::json!({"mode": "latency", "seconds": 5, "skip": 1, "count": 1}),
+    ))
+    .await;
+    let child = command(&["--yes"], &plan, &store, &sm, &[])
+        .spawn()
+        .unwrap();
+    for _ in 0..3000 {
+        if !executions(&sm).await.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let holder = store.lock_state().await.unwrap().unwrap().holder.unwrap();
+    let now = chrono::Utc::now();
+    store
+        .release_lock(&holder, now, chrono::Duration::zero())
+        .await
+        .unwrap();
+    store
+        .acquire_lock(
+            "shop-other",
+            "arn:other",
+            now,
+            chrono::Duration::minutes(10),
+        )
+        .await
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    handover_testkit::remove_fault_rules(&[&id]).await;
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(6), "{err}");
+    assert!(err.contains("no longer"), "{err}");
+    assert!(!err.contains("approve"), "{err}");
+    assert_eq!(executions(&sm).await.len(), 1);
+    let lock = store.lock_state().await.unwrap().unwrap();
+    assert_eq!(lock.holder.as_deref(), Some("shop-other"));
+}
+
+/// The run started, but the table refuses every later write for longer
+/// than the command tries (60 s): the lock stays at the start lease. The
+/// command says so with its own code (6, not 4's "retry": a second run
+/// would start), rather than printing a lock it does not have.
 #[tokio::test]
 async fn a_lock_not_extended_after_the_start_fails_the_command() {
     let (store, plan) = world(false).await;

@@ -265,7 +265,7 @@ async fn keep_the_lock(
         crate::execution::Mode::Switchover => input.plan.switchover_lease_s(),
     };
     let lease = crate::plan::span_s(lease_s);
-    match deps.store.keep_lock(holder, arn, now, lease).await? {
+    match deps.store.keep_lock(holder, now, lease).await? {
         KeepOutcome::Kept { lapsed: false } => {
             info!(execution = %arn, lease_s, "a running run keeps the lock for its lease");
             Ok(format!(
@@ -278,10 +278,18 @@ async fn keep_the_lock(
                 "{arn} is running and its lock had lapsed: taken back for {lease_s} s"
             ))
         }
-        KeepOutcome::NotHolder { holder: now_held } => {
-            error!(execution = %arn, holder, now_held = now_held.as_deref().unwrap_or("nobody"), alert = true, "a running run's lock was released or passed to another incident");
+        // Released between the describe and the write: the run has just
+        // ended (audit released it), or `handover release` ran.
+        KeepOutcome::NotHolder { holder: None } => {
+            warn!(execution = %arn, holder, "a running run's lock was released meanwhile");
             Ok(format!(
-                "{arn} is running, and its lock was released or passed to another incident"
+                "{arn} was running, and its lock was released meanwhile"
+            ))
+        }
+        KeepOutcome::NotHolder { holder: now_held } => {
+            error!(execution = %arn, holder, now_held = now_held.as_deref().unwrap_or("nobody"), alert = true, "a running run's lock passed to another incident");
+            Ok(format!(
+                "{arn} is running, and its lock passed to another incident"
             ))
         }
     }

@@ -263,15 +263,15 @@ impl Store {
         }
     }
 
-    /// Keep the lock a running run `incident` (execution ARN `execution`)
-    /// still holds for at least `now + lease`, whether or not its lease has
-    /// lapsed: audit's sweep, for a run it saw running. One conditional write on the holder, so a
-    /// lock released meanwhile (the run ended) or taken by another incident
-    /// is never taken back. A lease already longer is kept.
+    /// Keep the lock a running run `incident` still holds for at least
+    /// `now + lease`, whether or not its lease has lapsed: audit's sweep,
+    /// for a run it saw running, and the CLI once its run exists. One
+    /// conditional write on the holder, so a lock released meanwhile (the
+    /// run ended) or taken by another incident is never taken back. A lease
+    /// already longer is kept.
     pub async fn keep_lock(
         &self,
         incident: &str,
-        execution: &str,
         now: DateTime<Utc>,
         lease: Duration,
     ) -> Result<KeepOutcome, StoreError> {
@@ -280,10 +280,9 @@ impl Store {
             .update_item()
             .table_name(self.table())
             .set_key(Some(Self::key(PK)))
-            .update_expression("SET lease_until_ms = :lease, execution = :x")
+            .update_expression("SET lease_until_ms = :lease")
             .condition_expression("holder = :inc AND lease_until_ms < :lease")
             .expression_attribute_values(":inc", s(incident))
-            .expression_attribute_values(":x", s(execution))
             .expression_attribute_values(":lease", ms(now + lease))
             .return_values(ReturnValue::AllOld)
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)

@@ -832,19 +832,9 @@ async fn the_sweep_keeps_only_a_lock_the_run_still_holds() {
         .await
         .unwrap();
     // Live: kept for the lease asked; a shorter one keeps the longer.
-    let kept = store.keep_lock(
-        "run-1",
-        "arn:x",
-        now + Duration::minutes(1),
-        Duration::minutes(60),
-    );
+    let kept = store.keep_lock("run-1", now + Duration::minutes(1), Duration::minutes(60));
     assert_eq!(kept.await.unwrap(), KeepOutcome::Kept { lapsed: false });
-    let kept = store.keep_lock(
-        "run-1",
-        "arn:x",
-        now + Duration::minutes(2),
-        Duration::minutes(10),
-    );
+    let kept = store.keep_lock("run-1", now + Duration::minutes(2), Duration::minutes(10));
     assert_eq!(kept.await.unwrap(), KeepOutcome::Kept { lapsed: false });
     assert_eq!(
         state(&store).await.lease_until,
@@ -852,34 +842,29 @@ async fn the_sweep_keeps_only_a_lock_the_run_still_holds() {
     );
     // Lapsed, still its holder: taken back.
     let late = now + Duration::minutes(70);
-    let kept = store.keep_lock("run-1", "arn:x", late, Duration::minutes(60));
+    let kept = store.keep_lock("run-1", late, Duration::minutes(60));
     assert_eq!(kept.await.unwrap(), KeepOutcome::Kept { lapsed: true });
     assert_eq!(
         state(&store).await.lease_until,
         Some(late + Duration::minutes(60))
     );
-    // Released (the run ended between the sweep's describe and its write):
-    // not taken back, and the cooldown stays.
+    // Released without a cooldown (`give_back`, or the run ended between
+    // the sweep's describe and its write): not taken back.
     store
-        .release_lock("run-1", late, Duration::minutes(30))
+        .release_lock("run-1", late, Duration::zero())
         .await
         .unwrap();
-    let kept = store.keep_lock(
-        "run-1",
-        "arn:x",
-        late + Duration::minutes(1),
-        Duration::minutes(60),
-    );
+    let kept = store.keep_lock("run-1", late + Duration::minutes(1), Duration::minutes(60));
     assert_eq!(kept.await.unwrap(), KeepOutcome::NotHolder { holder: None });
     let lock = state(&store).await;
     assert_eq!((lock.holder, lock.lease_until), (None, None));
     // Another incident's: not taken.
-    let after = late + Duration::minutes(31);
+    let after = late + Duration::minutes(2);
     store
         .acquire_lock("run-2", "arn:y", after, Duration::minutes(10))
         .await
         .unwrap();
-    let kept = store.keep_lock("run-1", "arn:x", after, Duration::minutes(60));
+    let kept = store.keep_lock("run-1", after, Duration::minutes(60));
     assert_eq!(
         kept.await.unwrap(),
         KeepOutcome::NotHolder {
