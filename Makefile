@@ -19,8 +19,10 @@ test: ## Everything: set-up, fmt, clippy, validators, unit + emulator tests
 bench: ## What is measured so far: the report bench and the click -> PromoteReadReplica time (docs/explanation/performance.md)
 	@scripts/bench.sh
 
-unit: ## Unit tests (--lib --bins): no emulator, no PostgreSQL
-	cargo test --workspace --lib --bins
+# The one binary with unit tests is the CLI's; the others set test = false
+# (--bins would build a harness for each anyway).
+unit: ## Unit tests (--lib, and the CLI binary's): no emulator, no PostgreSQL
+	cargo test --workspace --lib --bin handover
 
 lint: venv ## fmt check, clippy -D warnings, ASL and template validation
 	@scripts/lint.sh
