@@ -22,8 +22,8 @@ pub struct Cli {
 /// The exit codes, as `--help` shows them (see `exit::Exit`).
 pub const EXIT_CODES: &str = "Exit codes: 0 done, 2 usage, 3 refused (nothing written unless \
 the text says otherwise), 4 an AWS call or the table failed (retry), 5 readiness found a \
-check that fails, 6 the run started or may have, but a step after failed (do not run the \
-command again).";
+check that fails, 6 the run started or may have, but a step after failed (look first: do \
+not run the command again).";
 
 /// Where the state table is.
 #[derive(Debug, Clone, Default, Args)]

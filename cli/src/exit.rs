@@ -84,7 +84,7 @@ mod tests {
     #[test]
     fn the_help_names_every_code() {
         for e in Exit::ALL {
-            let code = format!("{} ", e.code());
+            let code = format!(" {} ", e.code());
             assert!(crate::args::EXIT_CODES.contains(&code), "{code}");
         }
     }

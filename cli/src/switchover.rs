@@ -11,7 +11,7 @@ use crate::Context;
 use crate::args::StartArgs;
 use crate::exit::{Exit, Failure};
 use chrono::Utc;
-use handover::adapters::{ExecutionStarter, Sfn, StartOutcome};
+use handover::adapters::{AwsError, ExecutionStarter, Sfn, StartOutcome};
 use handover::execution::{ExecutionInput, Mode, Side};
 use handover::report::sources::{ExecutionLookup, SfnHistory};
 use handover::store::lock::{AcquireOutcome, KeepOutcome, ReleaseOutcome};
@@ -194,6 +194,11 @@ pub(crate) async fn take_lock(
     }
 }
 
+/// How long after a lapsed lease a holder whose run does not show may
+/// still be starting it: detect's tick and its Lambda timeout (50 s),
+/// with room.
+const STARTING_GRACE: chrono::Duration = chrono::Duration::seconds(120);
+
 /// A lock whose lease lapsed can be taken over, but not while its run goes
 /// on: that run would go on without the lock. audit's sweep keeps it back
 /// within 5 minutes. Refuse, writing nothing. A holder with no run
@@ -222,7 +227,19 @@ async fn refuse_a_lapsed_running_holder(
             "{holder}'s lease lapsed at {until}, but its run {run} is {}: audit's sweep keeps its lock within 5 minutes. Let that run end, or stop it, before starting another",
             status.status
         ))),
-        Err(e) if matches!(e.code(), Some("ExecutionDoesNotExist" | "InvalidArn")) => Ok(()),
+        // Not there: its starter may still be starting it (detect's tick
+        // runs up to 50 s past its lease), so only a lease lapsed longer
+        // ago than that may be taken over.
+        Err(e) if matches!(e.code(), Some("ExecutionDoesNotExist" | "InvalidArn")) => {
+            if now - until < STARTING_GRACE {
+                Err(refused(format!(
+                    "{holder}'s lease lapsed at {until}, and its run {run} does not show: it may still be starting. Try again in {} s",
+                    STARTING_GRACE.num_seconds()
+                )))
+            } else {
+                Ok(())
+            }
+        }
         Err(e) => Err(failed(format!(
             "{holder}'s lease lapsed, and whether its run {run} goes on is unknown: {}",
             handover::error::chain(&e)
@@ -284,7 +301,7 @@ async fn extend_for_the_run(
                 return Err(started_unguarded(
                     arn,
                     format!(
-                        "the lock is no longer {name}'s but {}'s (its start lease ran out, and it was released or taken). Run `handover status` now: if another run goes on, stop one of the two",
+                        "the lock is no longer {name}'s but {}'s (released, or taken after its lease lapsed). Run `handover status` now: if another run goes on, stop one of the two",
                         holder.as_deref().unwrap_or("nobody")
                     ),
                 ));
@@ -391,42 +408,61 @@ pub(crate) async fn start_run(
                 start_lease_s()
             ),
         )),
-        Err(e) => {
-            // The call may have started the run with its answer lost: ask.
-            let client = ctx.aws.sfn(&ctx.region).await;
-            match client.describe_execution().execution_arn(arn).send().await {
-                Ok(d) => {
-                    let lock = extend_for_the_run(ctx, name, arn, lease_s).await?;
-                    return Ok(format!(
-                        "{what}\n\nstarted: {arn} ({}; StartExecution's answer was lost: {})\nlock: {lock}\nnext: approve in Slack, or `handover approve --execution {arn}`",
-                        d.status.as_str(),
-                        handover::error::chain(&e)
-                    ));
-                }
-                Err(d)
-                    if !d
-                        .as_service_error()
-                        .is_some_and(|s| s.is_execution_does_not_exist()) =>
-                {
-                    return Err((
-                        Exit::Started,
-                        format!(
-                            "started, or may have: StartExecution: {}; whether the run started is unknown ({}), so the lock stays held until its {} s start lease ends, or `handover release`.\nDo not run the command again: run `handover status`",
-                            handover::error::chain(&e),
-                            handover::error::chain(&d),
-                            start_lease_s()
-                        ),
-                    ));
-                }
-                Err(_) => {}
-            }
-            // Nothing started: give the lock back, without a cooldown, so
-            // detect is not held off.
-            let lock = give_back(ctx, name).await;
-            Err(failed(format!(
-                "StartExecution: {}; {lock}",
-                handover::error::chain(&e)
-            )))
+        Err(e) => after_a_failed_start(ctx, name, arn, what, lease_s, &e).await,
+    }
+}
+
+/// StartExecution failed. A refusal (a 4xx answer) started nothing: give
+/// the lock back. Otherwise the call may have started the run with its
+/// answer lost, or may still start it: ask, and keep the start lease unless
+/// the run shows (then extend it). A single "does not exist" proves
+/// nothing: the describe is eventually consistent, and a timed-out attempt
+/// may still land.
+async fn after_a_failed_start(
+    ctx: &Context,
+    name: &str,
+    arn: &str,
+    what: &str,
+    lease_s: u64,
+    e: &AwsError,
+) -> Result<String, Failure> {
+    if !e.outcome_unknown() {
+        let lock = give_back(ctx, name).await;
+        return Err(failed(format!(
+            "StartExecution was refused: {}; nothing started; {lock}",
+            handover::error::chain(e)
+        )));
+    }
+    let client = ctx.aws.sfn(&ctx.region).await;
+    match client.describe_execution().execution_arn(arn).send().await {
+        Ok(d) => {
+            let lock = extend_for_the_run(ctx, name, arn, lease_s).await?;
+            Ok(format!(
+                "{what}\n\nstarted: {arn} ({}; StartExecution's answer was lost: {})\nlock: {lock}\nnext: approve in Slack, or `handover approve --execution {arn}`",
+                d.status.as_str(),
+                handover::error::chain(e)
+            ))
+        }
+        Err(d) => {
+            let why = if d
+                .as_service_error()
+                .is_some_and(|s| s.is_execution_does_not_exist())
+            {
+                "the run does not show yet, but the call may still create it".to_owned()
+            } else {
+                format!(
+                    "whether the run started is unknown ({})",
+                    handover::error::chain(&d)
+                )
+            };
+            Err((
+                Exit::Started,
+                format!(
+                    "started, or may have: StartExecution: {}; {why}. The lock stays held until its {} s start lease ends.\nDo not run the command again: run `handover status` in a minute",
+                    handover::error::chain(e),
+                    start_lease_s()
+                ),
+            ))
         }
     }
 }

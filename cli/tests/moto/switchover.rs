@@ -147,7 +147,9 @@ async fn a_start_that_may_not_have_happened_holds_the_lock_for_the_start_lease_o
     );
 }
 
-/// A fault rule for this table's lease renewals only (`store.renew_lock`).
+/// A fault rule for this table's lease renewals only: `store.renew_lock`
+/// (before the start) and `store.keep_lock` (after it), which write the
+/// same update expression.
 fn renewals(store: &Store, id: &str, rule: serde_json::Value) -> serde_json::Value {
     let mut rule = rule;
     rule["id"] = id.into();
@@ -249,6 +251,98 @@ async fn a_lapsed_lock_whose_run_goes_on_is_not_taken_over() {
     assert_eq!(executions(&sm).await, vec![running]);
     let lock = store.lock_state().await.unwrap().unwrap();
     assert_eq!(lock.holder.as_deref(), Some("shop-incident-old"));
+}
+
+/// A lapsed lock whose run does not show: its starter may still be
+/// starting it, so it is not taken over at once; long after, it is.
+#[tokio::test]
+async fn a_lapsed_lock_whose_run_does_not_show_is_taken_over_only_later() {
+    let (store, plan) = world(false).await;
+    let sm = machine().await;
+    let missing = format!(
+        "{}:shop-incident-gone",
+        sm.replace(":stateMachine:", ":execution:")
+    );
+    let lapsed = |ago: chrono::Duration| {
+        let store = store.clone();
+        let missing = missing.clone();
+        async move {
+            let lease = chrono::Duration::minutes(10);
+            let at = chrono::Utc::now() - ago - lease;
+            store
+                .release_lock("shop-incident-gone", at, chrono::Duration::zero())
+                .await
+                .unwrap();
+            let taken = store
+                .acquire_lock("shop-incident-gone", &missing, at, lease)
+                .await
+                .unwrap();
+            assert!(
+                matches!(
+                    taken,
+                    handover::store::lock::AcquireOutcome::Acquired { .. }
+                ),
+                "{taken:?}"
+            );
+        }
+    };
+    lapsed(chrono::Duration::seconds(30)).await;
+    let (code, out, err) = run(&["--yes"], &plan, &store, &sm);
+    assert_eq!(code, 3, "{out}{err}");
+    assert!(err.contains("may still be starting"), "{err}");
+    assert!(executions(&sm).await.is_empty());
+    lapsed(chrono::Duration::minutes(5)).await;
+    let (code, out, err) = run(&["--yes"], &plan, &store, &sm);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(executions(&sm).await.len(), 1);
+}
+
+/// StartExecution refused (a 4xx: here, no such state machine): nothing
+/// started, so the lock is given back at once.
+#[tokio::test]
+async fn a_refused_start_gives_the_lock_back() {
+    let (store, plan) = world(false).await;
+    let sm = format!(
+        "arn:aws:states:{TEST_REGION}:123456789012:stateMachine:{}",
+        unique("none")
+    );
+    let (code, out, err) = run(&["--yes"], &plan, &store, &sm);
+    assert_eq!(code, 4, "{out}{err}");
+    assert!(err.contains("was refused"), "{err}");
+    let lock = store.lock_state().await.unwrap().unwrap();
+    assert_eq!(lock.holder, None, "{lock:?}");
+}
+
+/// StartExecution answered 5xx on every try: the run does not show, but a
+/// call may still create it. The lock keeps its start lease, and the
+/// command exits 6.
+#[tokio::test]
+async fn a_start_answered_5xx_keeps_the_start_lease() {
+    let (store, plan) = world(false).await;
+    let sm = machine().await;
+    let id = unique("start-5xx");
+    handover_testkit::add_fault_rules(
+        serde_json::json!([{"id": id, "mode": "error", "status": 500,
+        "service": "states", "action": "StartExecution", "match": sm.rsplit(':').next().unwrap()}]),
+    )
+    .await;
+    let (code, out, err) = run(&["--yes"], &plan, &store, &sm);
+    handover_testkit::remove_fault_rules(&[&id]).await;
+    assert_eq!(code, 6, "{out}{err}");
+    assert!(err.contains("does not show yet"), "{err}");
+    assert!(executions(&sm).await.is_empty());
+    let lock = store.lock_state().await.unwrap().unwrap();
+    assert!(
+        lock.holder
+            .as_deref()
+            .is_some_and(|h| h.starts_with("shop-switchover-")),
+        "{lock:?}"
+    );
+    let lease = (lock.lease_until.unwrap() - chrono::Utc::now()).num_seconds();
+    assert!(
+        lease <= handover::detect::START_LEASE.num_seconds(),
+        "lease {lease} s"
+    );
 }
 
 /// The run started, and the lock passed to another incident before the
